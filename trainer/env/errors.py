@@ -1,0 +1,42 @@
+"""Error types shared by every stage.
+
+Two families, never confused:
+- `TaskFormatError`: the *dataset* is wrong (bad YAML, unknown key, missing scenario ...).
+  It always names the file, and where it can, the line and the key.
+- `SystemError_`-style infrastructure failures live in `trainer.env.sandbox` errors; a task-format
+  error is a user's mistake in a file, an infrastructure error is nobody's verdict.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(eq=False)
+class TaskFormatError(Exception):
+    """A malformed task file. `str()` reads `file:line: key: message` (parts omitted when unknown)."""
+
+    file: Path | str
+    message: str
+    line: int | None = None
+    key: str | None = None
+
+    def __post_init__(self) -> None:
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = str(self.file) + (f":{self.line}" if self.line else "")
+        return f"{where}: {self.key}: {self.message}" if self.key else f"{where}: {self.message}"
+
+    def to_dict(self) -> dict:
+        return {"file": str(self.file), "line": self.line, "key": self.key, "message": self.message}
+
+
+class DatasetError(Exception):
+    """Raised by strict loading: carries every `TaskFormatError` found, not only the first."""
+
+    def __init__(self, errors: list[TaskFormatError]):
+        self.errors = errors
+        lines = "\n".join(f"  {e}" for e in errors)
+        super().__init__(f"{len(errors)} error(s) in dataset:\n{lines}")

@@ -38,7 +38,7 @@ tasks_app = typer.Typer(help="Read ThinkingBox-format datasets.", no_args_is_hel
 app.add_typer(tasks_app, name="tasks")
 
 out = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)
 
 DatasetArg = Annotated[Path, typer.Argument(help="Dataset folder (agent/, scenario/, test_case/).")]
 TestListOpt = Annotated[Optional[Path], typer.Option("--test-list", help="YAML list of 'file.py:test_name'.")]
@@ -113,7 +113,7 @@ def tasks_validate(
     Example: tbt tasks validate data/samples --json
     """
     ds = _load(dataset, test_list)
-    errors = ds.errors + ds.compile_all()
+    errors = sorted(ds.errors + ds.compile_all(), key=lambda e: (str(e.file), e.line or 0))
     if as_json:
         print(json.dumps({"tasks": len(ds.tasks), "errors": [e.to_dict() for e in errors],
                           "by_scenario": ds.by_scenario(), "agents": sorted(ds.agents),

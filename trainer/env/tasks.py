@@ -240,8 +240,20 @@ class Task:
         out = []
         for server, cfg in self.world_state().items():
             gtc = cfg.get("golden_test_case") if isinstance(cfg, dict) else None
-            for step in (gtc or {}).get("tool_interactions") or []:
-                out.append((server, step["tool"], dict(step.get("parameters") or {})))
+            steps = gtc.get("tool_interactions") if isinstance(gtc, dict) else None
+            if gtc is not None and not isinstance(steps, (list, type(None))) or (
+                    gtc is not None and not isinstance(gtc, dict)):
+                raise TaskFormatError(self.file, f"test {self.name!r}: golden_test_case must be "
+                                      "{tool_interactions: [{tool, parameters}]}", line=self.lineno,
+                                      key=f"init.{server}.golden_test_case")
+            for i, step in enumerate(steps or []):
+                params = step.get("parameters") if isinstance(step, dict) else None
+                if not (isinstance(step, dict) and isinstance(step.get("tool"), str)
+                        and isinstance(params, (dict, type(None)))):
+                    raise TaskFormatError(self.file, f"test {self.name!r}: each golden step needs a "
+                                          "string `tool` and a mapping `parameters`", line=self.lineno,
+                                          key=f"init.{server}.golden_test_case.tool_interactions[{i}]")
+                out.append((server, step["tool"], dict(params or {})))
         return out
 
     def formatted(self, init_result: dict[str, Any] | None) -> tuple[str, str | None, str | None]:
@@ -250,7 +262,12 @@ class Task:
             return self.query, self.user_context, self.bot_instructions
 
         def fmt(s: str | None) -> str | None:
-            return s.format(init=init_result or {}) if s else s
+            try:
+                return s.format(init=init_result or {}) if s else s
+            except (KeyError, IndexError, ValueError, AttributeError, TypeError) as e:
+                raise TaskFormatError(self.file, f"test {self.name!r}: cannot format {s!r} with the "
+                                      f"init result: {type(e).__name__}: {e}", line=self.lineno,
+                                      key="format_query") from None
 
         return fmt(self.query), fmt(self.user_context), fmt(self.bot_instructions)
 

@@ -1,0 +1,75 @@
+"""Helpers for task checks: read specific records from a server's effects, and the collateral check.
+
+A check should accept every tool path that reaches the correct end state, so it reads the
+records that must be right and then asserts nothing else changed:
+
+    from trainer.domains.checks import assert_no_collateral, new_records, record
+
+    def test_checkout(x, judge):
+        fx = x.effects["toy"]
+        (loan,) = new_records(fx, "loans", member_id="M-002", book_id="B-004")
+        assert loan["due"] == "2025-03-17"
+        assert record(fx, "books", "B-004")["status"] == "on_loan"
+        assert_no_collateral(fx, allow=["loans", "books[B-004].status"])
+
+`fx` is the dict a server's `__reserved__geteffects` returned (TASK_FORMAT.md §4). Ids compare
+as text, so `7` and `"7"` find the same row. Fields the domain declares unstable
+(`fx["unstable_fields"]`) are ignored by the collateral check.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+from trainer.env.backend import collateral_changes, stable_state
+
+Effects = Mapping[str, Any]
+_WHICH = ("initial", "result", "golden")
+
+
+def table(fx: Effects, name: str, which: str = "result") -> list[dict[str, Any]]:
+    """All rows of a table in the `initial`, `result` (default) or `golden` state."""
+    if which not in _WHICH:
+        raise ValueError(f"which must be one of {_WHICH}")
+    return list((fx.get(f"{which}_db_state") or {}).get(name) or [])
+
+
+def record(fx: Effects, name: str, id: Any, which: str = "result") -> dict[str, Any] | None:
+    """The row with this id, or None."""
+    return next((r for r in table(fx, name, which) if str(r.get("id")) == str(id)), None)
+
+
+def records(fx: Effects, name: str, which: str = "result", **where: Any) -> list[dict[str, Any]]:
+    """Rows whose fields equal every `where` value."""
+    return [r for r in table(fx, name, which) if all(r.get(k) == v for k, v in where.items())]
+
+
+def new_records(fx: Effects, name: str, **where: Any) -> list[dict[str, Any]]:
+    """Rows present in the result but not in the initial state, filtered by `where`."""
+    before = {str(r.get("id")) for r in table(fx, name, "initial")}
+    return [r for r in records(fx, name, **where) if str(r.get("id")) not in before]
+
+
+def changes(fx: Effects, allow: Iterable[str] = ()) -> list[dict[str, Any]]:
+    """Initial → result changes not covered by `allow` (see `trainer.env.backend.collateral_changes`)."""
+    unstable = fx.get("unstable_fields") or {}
+    return collateral_changes(stable_state(fx.get("initial_db_state") or {}, unstable),
+                              stable_state(fx.get("result_db_state") or {}, unstable), allow)
+
+
+def assert_no_collateral(fx: Effects, allow: Iterable[str] = ()) -> None:
+    """AssertionError listing every write outside `allow` (`table`, `table[id]`, `table[id].field`,
+    `table[*].field`)."""
+    extra = changes(fx, allow)
+    if extra:
+        lines = "; ".join(f"{c['path']} ({c['type']}: {c['golden']!r} -> {c['result']!r})" for c in extra[:10])
+        more = f" and {len(extra) - 10} more" if len(extra) > 10 else ""
+        raise AssertionError(f"unexpected changes: {lines}{more}")
+
+
+def assert_unchanged(fx: Effects) -> None:
+    """The database is exactly as it started (a trap task's correct end state)."""
+    assert_no_collateral(fx, allow=())
+
+
+__all__ = ["assert_no_collateral", "assert_unchanged", "changes", "new_records", "record", "records", "table"]

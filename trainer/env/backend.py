@@ -1,0 +1,460 @@
+"""The SQLite backend: a seed snapshot, a private in-memory copy per session, canonical state.
+
+A domain's seed database is a `Snapshot` (the bytes of a serialized SQLite database). Each
+session opens a `Database`, a private in-memory copy made with `Connection.deserialize`
+(tens of microseconds; nothing is shared, so sessions cannot see each other's writes). A
+test's `data_patch` (`{table: [rows]}`) is applied as an upsert by `id`.
+
+Canonical state (TASK_FORMAT.md §4): `{table: [row, ...]}` over the domain's tables (names not
+starting with `_` or `sqlite_`; FTS indexes and shadow tables are not state), rows sorted by
+`str(id)`, numbers canonical (`25.0` is written `25`, so REAL/INTEGER/NUMERIC spellings agree),
+and the hash is SHA-256 of `json.dumps(stable_state, sort_keys=True, separators=(",", ":"))`
+where the stable state drops the fields a domain declares unstable (e.g. wall-clock stamps).
+
+Speed: sessions of one task share a patched snapshot (`Snapshot.patched`, cached by the caller),
+so opening one is a `deserialize`; and a session only re-reads tables it wrote. The connection's authorizer records every table
+an INSERT/UPDATE/DELETE was compiled against (triggers and FK cascades included), and clean
+tables reuse the snapshot's cached dump, so effects on a 5k-row database with one changed table
+read one table, not five thousand rows.
+
+`diff_states` explains every mismatch row by row: `[{path, type, result, golden}]` with
+`path` = `table[id]` (a whole row `missing` from or `extra` in the result) or
+`table[id].field` (`changed`). `collateral_changes` reuses it to list writes a task did not allow.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sqlite3
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Callable, Iterable, Mapping
+
+State = dict[str, list[dict[str, Any]]]
+_SEP = (",", ":")
+_WRITE_ACTIONS = (sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE, sqlite3.SQLITE_DELETE)
+_MAX_EXACT_INT = 2 ** 53
+
+
+class PatchError(ValueError):
+    """A `data_patch` names a table or column the database does not have, or a row lacks `id`."""
+
+
+# ---------------------------------------------------------------------------- canonical values
+
+def quote_ident(name: str) -> str:
+    """An SQL identifier, double-quoted (names come from schemas and patches, never from SQL text)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def canonical_value(v: Any) -> Any:
+    """One JSON spelling per value: integral floats become ints (`25.0` → `25`, `-0.0` → `0`),
+    bytes become hex text; everything else is returned as is."""
+    if type(v) is float:
+        return int(v) if v.is_integer() and abs(v) < _MAX_EXACT_INT else v
+    if isinstance(v, (bytes, memoryview)):
+        return bytes(v).hex()
+    return v
+
+
+def canonical_json(obj: Any) -> str:
+    """The hashing spelling: sorted keys, no spaces (TASK_FORMAT.md §4)."""
+    return json.dumps(obj, sort_keys=True, separators=_SEP)
+
+
+def state_hash(stable_state: Mapping[str, Any]) -> str:
+    """SHA-256 hex of `canonical_json(stable_state)`."""
+    return hashlib.sha256(canonical_json(stable_state).encode("utf-8")).hexdigest()
+
+
+def _sort_key(row: dict[str, Any]) -> tuple[str, str]:
+    # rows sort by str(id); tables without an id fall back to the row's own spelling
+    return (str(row["id"]), "") if "id" in row else ("", canonical_json(row))
+
+
+def canonical_rows(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Rows with canonical values, sorted by `str(id)`."""
+    out = [{k: canonical_value(v) for k, v in r.items()} for r in rows]
+    out.sort(key=_sort_key)
+    return out
+
+
+def canonical_state(state: Mapping[str, Iterable[Mapping[str, Any]]]) -> State:
+    """A state dict from any source (e.g. JSON) in canonical form, so states compare with `==`."""
+    return {t: canonical_rows(rows) for t, rows in state.items()}
+
+
+def stable_state(state: Mapping[str, list[dict[str, Any]]],
+                 unstable: Mapping[str, Iterable[str]] | None = None) -> State:
+    """`state` without the fields declared unstable (`{table: [field, ...]}`, `"*"` = every table)."""
+    unstable = unstable or {}
+    everywhere = set(unstable.get("*", ()))
+    out: State = {}
+    for t, rows in state.items():
+        drop = everywhere | set(unstable.get(t, ()))
+        out[t] = [{k: v for k, v in r.items() if k not in drop} for r in rows] if drop else list(rows)
+    return out
+
+
+# ---------------------------------------------------------------------------- table dumps
+
+@dataclass(frozen=True)
+class TableDump:
+    """One table at one moment: canonical rows, and its stable part as a JSON fragment."""
+
+    name: str
+    rows: list[dict[str, Any]]  # canonical, sorted, all fields
+    stable_rows: list[dict[str, Any]]  # without unstable fields
+    stable_json: str  # canonical_json(stable_rows)
+
+
+def _dump_table(conn: sqlite3.Connection, name: str, drop: frozenset[str]) -> TableDump:
+    cur = conn.execute(f"SELECT * FROM {quote_ident(name)}")
+    cols = [d[0] for d in cur.description]
+    rows = [{c: canonical_value(v) for c, v in zip(cols, r)} for r in cur.fetchall()]
+    rows.sort(key=_sort_key)
+    stable = [{k: v for k, v in r.items() if k not in drop} for r in rows] if drop else rows
+    return TableDump(name, rows, stable, canonical_json(stable))
+
+
+@dataclass
+class DbState:
+    """The canonical state of a database: per-table dumps, with the views the protocol needs."""
+
+    tables: dict[str, TableDump]  # sorted by table name
+
+    @property
+    def state(self) -> State:
+        """All fields (`*_db_state` in effects)."""
+        return {t: d.rows for t, d in self.tables.items()}
+
+    @property
+    def stable(self) -> State:
+        """Unstable fields removed (what the hash and the diff read)."""
+        return {t: d.stable_rows for t, d in self.tables.items()}
+
+    @cached_property
+    def stable_json(self) -> str:
+        """Equals `canonical_json(self.stable)`, assembled from the per-table fragments."""
+        return "{" + ",".join(f"{json.dumps(t)}:{d.stable_json}" for t, d in self.tables.items()) + "}"
+
+    @cached_property
+    def hash(self) -> str:
+        """`state_hash(self.stable)`: the protocol's `*_db_hash`."""
+        return hashlib.sha256(self.stable_json.encode("utf-8")).hexdigest()
+
+
+# ---------------------------------------------------------------------------- snapshot and sessions
+
+@dataclass(frozen=True)
+class TableInfo:
+    name: str
+    columns: tuple[str, ...]
+
+
+def _state_tables(conn: sqlite3.Connection) -> dict[str, TableInfo]:
+    out = {}
+    for _schema, name, kind, *_ in conn.execute("PRAGMA main.table_list"):
+        if kind != "table" or name.startswith(("_", "sqlite_")):
+            continue
+        cols = tuple(r[1] for r in conn.execute(f"PRAGMA main.table_info({quote_ident(name)})"))
+        out[name] = TableInfo(name, cols)
+    return dict(sorted(out.items()))
+
+
+class Snapshot:
+    """An immutable seed database. `open()` gives each session its own in-memory copy.
+
+    `unstable` maps table → fields left out of hash and diff (`"*"` applies to every table).
+    Dumps of the seed's tables are computed once and shared by every session (read-only).
+    """
+
+    def __init__(self, data: bytes, unstable: Mapping[str, Iterable[str]] | None = None,
+                 _base: Snapshot | None = None, _patched: Iterable[str] = ()):
+        self.data = bytes(data)
+        self.fingerprint = hashlib.sha256(self.data).hexdigest()
+        self.unstable = {t: frozenset(f) for t, f in (unstable or {}).items()}
+        if _base is not None:
+            self.tables = _base.tables
+        else:
+            conn = self._connect()
+            try:
+                self.tables = _state_tables(conn)
+            finally:
+                conn.close()
+        # a patched snapshot borrows its base's dumps of the tables the patch did not touch
+        self._base = _base
+        self._patched = frozenset(_patched)
+        self._dumps: dict[str, TableDump] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_connection(cls, conn: sqlite3.Connection,
+                        unstable: Mapping[str, Iterable[str]] | None = None) -> Snapshot:
+        return cls(conn.serialize(), unstable)
+
+    @classmethod
+    def build(cls, schema_sql: str, load: Callable[[sqlite3.Connection], None] | None = None,
+              unstable: Mapping[str, Iterable[str]] | None = None) -> Snapshot:
+        """Create the schema in a fresh database, let `load` fill it, and freeze the result."""
+        conn = sqlite3.connect(":memory:", isolation_level=None)
+        try:
+            conn.executescript(schema_sql)
+            if load is not None:
+                conn.execute("BEGIN")
+                load(conn)
+                conn.execute("COMMIT")
+            return cls.from_connection(conn, unstable)
+        finally:
+            conn.close()
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        conn.deserialize(self.data)
+        return conn
+
+    def drop_fields(self, table: str) -> frozenset[str]:
+        return self.unstable.get(table, frozenset()) | self.unstable.get("*", frozenset())
+
+    def seed_dump(self, table: str) -> TableDump:
+        """This snapshot's dump of `table`, computed once and shared (treat it as read-only)."""
+        if self._base is not None and table not in self._patched:
+            return self._base.seed_dump(table)
+        dump = self._dumps.get(table)
+        if dump is None:
+            with self._lock:
+                dump = self._dumps.get(table)
+                if dump is None:
+                    conn = self._connect()
+                    try:
+                        dump = self._dumps[table] = _dump_table(conn, table, self.drop_fields(table))
+                    finally:
+                        conn.close()
+        return dump
+
+    def state(self) -> DbState:
+        """The snapshot's own canonical state (shared dumps)."""
+        return DbState({t: self.seed_dump(t) for t in self.tables})
+
+    def open(self) -> Database:
+        """A private in-memory copy for one session."""
+        return Database(self)
+
+    def patched(self, patch: Mapping[str, Any] | None) -> Snapshot:
+        """A new snapshot: this one with `data_patch` applied (see `Database.apply_patch`).
+        Sessions of the same task then open the patched bytes directly (no per-session patch)."""
+        if not patch:
+            return self
+        db = self.open()
+        try:
+            db.apply_patch(patch)
+            return Snapshot(db.conn.serialize(), {t: list(f) for t, f in self.unstable.items()},
+                            _base=self, _patched=db.dirty)
+        finally:
+            db.close()
+
+
+class Database:
+    """One session's private database. `conn` is its own; closing it frees the copy."""
+
+    def __init__(self, snapshot: Snapshot):
+        self.snapshot = snapshot
+        self.conn = snapshot._connect()
+        self.conn.execute("PRAGMA foreign_keys = ON")
+        self.dirty: set[str] = set()  # tables a write statement was compiled against
+        self.conn.set_authorizer(self._authorize)
+
+    def _authorize(self, action: int, arg1: str | None, _a2: Any, _db: Any, _src: Any) -> int:
+        if action in _WRITE_ACTIONS and arg1 is not None:
+            self.dirty.add(arg1)
+        return sqlite3.SQLITE_OK
+
+    def apply_patch(self, patch: Mapping[str, Any] | None) -> None:
+        """Upsert `{table: [rows]}` by `id`: an existing row gets the given columns updated,
+        a new id is inserted. Dict/list values are stored as canonical JSON text. All or nothing."""
+        if not patch:
+            return
+        if not isinstance(patch, Mapping):
+            raise PatchError(f"data_patch must map table -> list of rows, got {type(patch).__name__}")
+        conn = self.conn
+        conn.execute("SAVEPOINT patch")
+        try:
+            for table, rows in patch.items():
+                info = self.snapshot.tables.get(table)
+                if info is None:
+                    raise PatchError(f"data_patch: unknown table {table!r} "
+                                     f"(tables: {', '.join(self.snapshot.tables)})")
+                if not isinstance(rows, list):
+                    raise PatchError(f"data_patch.{table}: must be a list of rows")
+                for i, row in enumerate(rows):
+                    self._upsert(info, row, f"data_patch.{table}[{i}]")
+        except BaseException:
+            conn.execute("ROLLBACK TO patch")
+            conn.execute("RELEASE patch")
+            raise
+        conn.execute("RELEASE patch")
+
+    def _upsert(self, info: TableInfo, row: Any, where: str) -> None:
+        if not isinstance(row, Mapping) or "id" not in row:
+            raise PatchError(f"{where}: each row must be a mapping with an `id`")
+        unknown = [k for k in row if k not in info.columns]
+        if unknown:
+            raise PatchError(f"{where}: unknown column(s) {unknown} in table {info.name!r}")
+        values = {k: canonical_json(v) if isinstance(v, (dict, list)) else v for k, v in row.items()}
+        cols = list(values)
+        exists = self.conn.execute(f"SELECT 1 FROM {quote_ident(info.name)} WHERE id = ?", (values["id"],)).fetchone()
+        try:
+            if exists:
+                sets = ", ".join(f"{quote_ident(c)} = ?" for c in cols if c != "id")
+                if sets:
+                    self.conn.execute(f"UPDATE {quote_ident(info.name)} SET {sets} WHERE id = ?",
+                                      [values[c] for c in cols if c != "id"] + [values["id"]])
+            else:
+                self.conn.execute(f'INSERT INTO {quote_ident(info.name)} ({", ".join(map(quote_ident, cols))}) '
+                                  f'VALUES ({", ".join("?" * len(cols))})', [values[c] for c in cols])
+        except sqlite3.Error as e:
+            raise PatchError(f"{where}: {e}") from None
+
+    def dump(self) -> DbState:
+        """The canonical state now. Tables never written in this session reuse the seed's dump."""
+        snap = self.snapshot
+        return DbState({t: _dump_table(self.conn, t, snap.drop_fields(t)) if t in self.dirty
+                        else snap.seed_dump(t) for t in snap.tables})
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+# ---------------------------------------------------------------------------- diff and collateral
+
+def _row_changes(result: Mapping[str, list[dict]], golden: Mapping[str, list[dict]]):
+    """Yield `(table, id, field|None, type, result_value, golden_value)` for every mismatch."""
+    for t in sorted(set(result) | set(golden)):
+        a, b = result.get(t) or [], golden.get(t) or []
+        if a == b:
+            continue
+        ra = {str(r.get("id")) if "id" in r else canonical_json(r): r for r in a}
+        rb = {str(r.get("id")) if "id" in r else canonical_json(r): r for r in b}
+        for rid in sorted(set(ra) | set(rb)):
+            x, y = ra.get(rid), rb.get(rid)
+            if x is None:
+                yield t, rid, None, "missing", None, y
+            elif y is None:
+                yield t, rid, None, "extra", x, None
+            elif x != y:
+                for f in sorted(set(x) | set(y)):
+                    if x.get(f) != y.get(f) or (f in x) != (f in y):
+                        yield t, rid, f, "changed", x.get(f), y.get(f)
+
+
+def _path(table: str, rid: str, field: str | None) -> str:
+    return f"{table}[{rid}]" + (f".{field}" if field is not None else "")
+
+
+def diff_states(result: Mapping[str, list[dict]], golden: Mapping[str, list[dict]]) -> list[dict[str, Any]]:
+    """Row-level diff of two canonical (stable) states: `[{path, type, result, golden}]`.
+
+    `missing`: a row golden has and result lacks; `extra`: the reverse; `changed`: one field.
+    Empty iff the states are equal, so it explains every hash mismatch.
+    """
+    return [{"path": _path(t, rid, f), "type": kind, "result": va, "golden": vb}
+            for t, rid, f, kind, va, vb in _row_changes(result, golden)]
+
+
+def diff_db_states(result: DbState, golden: DbState) -> list[dict[str, Any]]:
+    """`diff_states` on the stable parts, skipping tables whose fragments are identical."""
+    names = sorted(set(result.tables) | set(golden.tables))
+    a = {t: result.tables[t].stable_rows for t in names if t in result.tables and
+         (t not in golden.tables or golden.tables[t].stable_json != result.tables[t].stable_json)}
+    b = {t: golden.tables[t].stable_rows for t in names if t in golden.tables and
+         (t not in result.tables or golden.tables[t].stable_json != result.tables[t].stable_json)}
+    return diff_states(a, b)
+
+
+_ALLOW = re.compile(r"^(?P<table>[^\[\].]+)(?:\[(?P<id>[^\]]*)\])?(?:\.(?P<field>.+))?$")
+
+
+def _parse_allow(spec: str) -> tuple[str, str | None, str | None]:
+    m = _ALLOW.match(spec)
+    if not m:
+        raise ValueError(f"allowed change {spec!r} must read 'table', 'table[id]' or 'table[id].field' "
+                         "('*' matches any id)")
+    return m["table"], m["id"], m["field"]
+
+
+def collateral_changes(initial: Mapping[str, list[dict]], result: Mapping[str, list[dict]],
+                       allow: Iterable[str] = ()) -> list[dict[str, Any]]:
+    """Changes from `initial` to `result` that `allow` does not cover, as diff entries
+    (`result` = the value now, `golden` = the value before).
+
+    `allow` entries: `"loans"` (any change in the table), `"loans[L-0004]"` (that row, created,
+    deleted or changed), `"books[B-2].status"` (one field), `"books[*].status"` (that field of
+    any row). Empty result: no writes outside what the task allows.
+    """
+    rules = [_parse_allow(s) for s in allow]
+
+    def allowed(t: str, rid: str, f: str | None) -> bool:
+        for rt, rr, rf in rules:
+            if rt != t or (rr is not None and rr not in ("*", rid)):
+                continue
+            if rf is None or (f is not None and rf == f):
+                return True
+        return False
+
+    return [{"path": _path(t, rid, f), "type": kind, "result": va, "golden": vb}
+            for t, rid, f, kind, va, vb in _row_changes(result, initial) if not allowed(t, rid, f)]
+
+
+# ---------------------------------------------------------------------------- caches
+
+def golden_key(*parts: Any) -> str:
+    """Cache key over JSON-able parts (domain, seed fingerprint, data_patch, golden actions)."""
+    return hashlib.sha256(canonical_json(list(parts)).encode("utf-8")).hexdigest()
+
+
+class ComputeCache:
+    """Values by key, computed once (LRU-bounded, thread-safe): golden states, patched snapshots.
+
+    `compute` runs outside the lock: two threads may compute the same key once each, and the
+    results are equal by construction (a replay is deterministic), so the first stored wins.
+    """
+
+    def __init__(self, maxsize: int = 4096):
+        self.maxsize = maxsize
+        self._items: OrderedDict[str, Any] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get_or_compute(self, key: str, compute: Callable[[], Any]) -> Any:
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                self.hits += 1
+                return self._items[key]
+            self.misses += 1
+        value = compute()
+        with self._lock:
+            value = self._items.setdefault(key, value)
+            self._items.move_to_end(key)
+            while len(self._items) > self.maxsize:
+                self._items.popitem(last=False)
+        return value
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
+__all__ = [
+    "ComputeCache", "Database", "DbState", "PatchError", "Snapshot", "State", "TableDump",
+    "canonical_json", "canonical_rows", "canonical_state", "canonical_value", "collateral_changes",
+    "diff_db_states", "diff_states", "golden_key", "quote_ident", "stable_state", "state_hash",
+]

@@ -223,26 +223,21 @@ class Session:
             except PatchError as e:
                 return json.dumps({"status": "error", "message": str(e)})
         if name == RESERVED_GETEFFECTS:
-            return json.dumps(self.effects())
+            return self.effects_json()
         if name == RESERVED_TEARDOWN:
             self.teardown()
             return json.dumps({"status": "ok"})
         result, error = self.dispatch(name, arguments)
         return json.dumps({"error": error} if error is not None else result, default=str)
 
-    def effects(self) -> dict[str, Any]:
-        """What `__reserved__geteffects` returns (see the module docstring). In-process callers
-        get rows shared with the domain's caches: read them, do not mutate them."""
+    def _effects_parts(self) -> tuple[DbState, DbState, Golden, dict[str, Any]]:
         if self.database is None:
             self.init({})
         assert self.database is not None and self.initial is not None
         result = self.database.dump()
         golden = self.domain.golden(self.config)
-        out = {
-            "initial_db_state": self.initial.state,
-            "result_db_state": result.state,
+        rest = {
             "result_db_hash": result.hash,
-            "golden_db_state": golden.state.state,
             "golden_db_hash": golden.state.hash,
             "diff": diff_db_states(result, golden.state),
             "rubrics": self.config.get("rubrics") or {},
@@ -250,8 +245,23 @@ class Session:
             "unstable_fields": {t: sorted(f) for t, f in self.domain.snapshot.unstable.items()},
         }
         if golden.errors:
-            out["golden_errors"] = list(golden.errors)
-        return out
+            rest["golden_errors"] = list(golden.errors)
+        return self.initial, result, golden, rest
+
+    def effects(self) -> dict[str, Any]:
+        """What `__reserved__geteffects` returns (see the module docstring), as a dict: the
+        in-process fast path (no JSON). Rows are shared with the domain's caches: read them,
+        do not mutate them."""
+        initial, result, golden, rest = self._effects_parts()
+        return {"initial_db_state": initial.state, "result_db_state": result.state,
+                "golden_db_state": golden.state.state, **rest}
+
+    def effects_json(self) -> str:
+        """`effects()` as the protocol's JSON text, assembled from cached per-table fragments
+        (only tables this session wrote are serialised again)."""
+        initial, result, golden, rest = self._effects_parts()
+        return (f'{{"initial_db_state":{initial.state_json},"result_db_state":{result.state_json},'
+                f'"golden_db_state":{golden.state.state_json},' + json.dumps(rest)[1:])
 
     def teardown(self) -> None:
         if self.database is not None:
@@ -276,6 +286,11 @@ class DomainServer(MCPServer):
 
     async def list_tools(self) -> list[MCPTool]:
         return self.domain.mcp_tools()
+
+    def effects(self) -> dict[str, Any]:
+        """In-process fast path: this session's effects as a dict, equal to the parsed
+        `__reserved__geteffects` text (read-only rows)."""
+        return self.session.effects()
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> CallToolResult:
         return CallToolResult(content=[TextContent(type="text", text=self.session.call(name, arguments))])

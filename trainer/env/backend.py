@@ -111,14 +111,27 @@ class TableDump:
     stable_rows: list[dict[str, Any]]  # without unstable fields
     stable_json: str  # canonical_json(stable_rows)
 
+    @cached_property
+    def rows_json(self) -> str:
+        """canonical_json(rows): the table's part of a `*_db_state` text."""
+        return canonical_json(self.rows) if self.rows is not self.stable_rows else self.stable_json
 
-def _dump_table(conn: sqlite3.Connection, name: str, drop: frozenset[str]) -> TableDump:
-    cur = conn.execute(f"SELECT * FROM {quote_ident(name)}")
-    cols = [d[0] for d in cur.description]
-    rows = [{c: canonical_value(v) for c, v in zip(cols, r)} for r in cur.fetchall()]
-    rows.sort(key=_sort_key)
+
+def _canonical_sql(col: str) -> str:
+    # canonical_value in SQL: integral REALs as INTEGER, BLOBs as lower-case hex
+    q = quote_ident(col)
+    return (f"CASE typeof({q}) WHEN 'real' THEN (CASE WHEN {q} = CAST({q} AS INTEGER) "
+            f"AND abs({q}) < {_MAX_EXACT_INT} THEN CAST({q} AS INTEGER) ELSE {q} END) "
+            f"WHEN 'blob' THEN lower(hex({q})) ELSE {q} END")
+
+
+def _dump_table(conn: sqlite3.Connection, info: TableInfo, drop: frozenset[str]) -> TableDump:
+    cols = info.columns
+    rows = [dict(zip(cols, r)) for r in conn.execute(info.select_sql)]
+    if "id" not in cols:  # no id: order by each row's canonical spelling, in Python
+        rows.sort(key=_sort_key)
     stable = [{k: v for k, v in r.items() if k not in drop} for r in rows] if drop else rows
-    return TableDump(name, rows, stable, canonical_json(stable))
+    return TableDump(info.name, rows, stable, canonical_json(stable))
 
 
 @dataclass
@@ -143,6 +156,11 @@ class DbState:
         return "{" + ",".join(f"{json.dumps(t)}:{d.stable_json}" for t, d in self.tables.items()) + "}"
 
     @cached_property
+    def state_json(self) -> str:
+        """Equals `canonical_json(self.state)` (all fields), assembled from per-table fragments."""
+        return "{" + ",".join(f"{json.dumps(t)}:{d.rows_json}" for t, d in self.tables.items()) + "}"
+
+    @cached_property
     def hash(self) -> str:
         """`state_hash(self.stable)`: the protocol's `*_db_hash`."""
         return hashlib.sha256(self.stable_json.encode("utf-8")).hexdigest()
@@ -152,8 +170,16 @@ class DbState:
 
 @dataclass(frozen=True)
 class TableInfo:
+    """A state table: its columns (sorted) and the query that reads it in canonical form."""
+
     name: str
     columns: tuple[str, ...]
+
+    @cached_property
+    def select_sql(self) -> str:
+        # ids sort as text (SQLite's binary order of UTF-8 = Python's order of str)
+        order = " ORDER BY CAST(id AS TEXT)" if "id" in self.columns else ""
+        return f"SELECT {', '.join(map(_canonical_sql, self.columns))} FROM {quote_ident(self.name)}{order}"
 
 
 def _state_tables(conn: sqlite3.Connection) -> dict[str, TableInfo]:
@@ -161,7 +187,7 @@ def _state_tables(conn: sqlite3.Connection) -> dict[str, TableInfo]:
     for _schema, name, kind, *_ in conn.execute("PRAGMA main.table_list"):
         if kind != "table" or name.startswith(("_", "sqlite_")):
             continue
-        cols = tuple(r[1] for r in conn.execute(f"PRAGMA main.table_info({quote_ident(name)})"))
+        cols = tuple(sorted(r[1] for r in conn.execute(f"PRAGMA main.table_info({quote_ident(name)})")))
         out[name] = TableInfo(name, cols)
     return dict(sorted(out.items()))
 
@@ -231,7 +257,7 @@ class Snapshot:
                 if dump is None:
                     conn = self._connect()
                     try:
-                        dump = self._dumps[table] = _dump_table(conn, table, self.drop_fields(table))
+                        dump = self._dumps[table] = _dump_table(conn, self.tables[table], self.drop_fields(table))
                     finally:
                         conn.close()
         return dump
@@ -322,8 +348,8 @@ class Database:
     def dump(self) -> DbState:
         """The canonical state now. Tables never written in this session reuse the seed's dump."""
         snap = self.snapshot
-        return DbState({t: _dump_table(self.conn, t, snap.drop_fields(t)) if t in self.dirty
-                        else snap.seed_dump(t) for t in snap.tables})
+        return DbState({t: _dump_table(self.conn, info, snap.drop_fields(t)) if t in self.dirty
+                        else snap.seed_dump(t) for t, info in snap.tables.items()})
 
     def close(self) -> None:
         self.conn.close()
@@ -337,8 +363,13 @@ def _row_changes(result: Mapping[str, list[dict]], golden: Mapping[str, list[dic
         a, b = result.get(t) or [], golden.get(t) or []
         if a == b:
             continue
-        ra = {str(r.get("id")) if "id" in r else canonical_json(r): r for r in a}
-        rb = {str(r.get("id")) if "id" in r else canonical_json(r): r for r in b}
+        ka, kb = [_row_key(r) for r in a], [_row_key(r) for r in b]
+        if ka == kb:  # same rows, some fields differ: compare in step (the common case, fast)
+            for rid, x, y in zip(ka, a, b):
+                if x != y:
+                    yield from _field_changes(t, rid, x, y)
+            continue
+        ra, rb = dict(zip(ka, a)), dict(zip(kb, b))
         for rid in sorted(set(ra) | set(rb)):
             x, y = ra.get(rid), rb.get(rid)
             if x is None:
@@ -346,9 +377,17 @@ def _row_changes(result: Mapping[str, list[dict]], golden: Mapping[str, list[dic
             elif y is None:
                 yield t, rid, None, "extra", x, None
             elif x != y:
-                for f in sorted(set(x) | set(y)):
-                    if x.get(f) != y.get(f) or (f in x) != (f in y):
-                        yield t, rid, f, "changed", x.get(f), y.get(f)
+                yield from _field_changes(t, rid, x, y)
+
+
+def _row_key(row: Mapping[str, Any]) -> str:
+    return str(row["id"]) if "id" in row else canonical_json(row)
+
+
+def _field_changes(t: str, rid: str, x: Mapping[str, Any], y: Mapping[str, Any]):
+    for f in sorted(set(x) | set(y)):
+        if x.get(f) != y.get(f) or (f in x) != (f in y):
+            yield t, rid, f, "changed", x.get(f), y.get(f)
 
 
 def _path(table: str, rid: str, field: str | None) -> str:

@@ -49,7 +49,8 @@ from mcp.types import CallToolResult, TextContent
 from mcp.types import Tool as MCPTool
 
 from trainer.env.backend import (
-    ComputeCache, Database, DbState, PatchError, Snapshot, diff_db_states, golden_key, quote_ident,
+    ComputeCache, Database, DbState, PatchError, Snapshot, diff_db_states, golden_key, insert_row,
+    quote_ident,
 )
 
 log = logging.getLogger(__name__)
@@ -150,9 +151,7 @@ class Session:
         return row
 
     def insert(self, table: str, row: Mapping[str, Any]) -> dict[str, Any]:
-        cols = list(row)
-        self.conn.execute(f"INSERT INTO {quote_ident(table)} ({', '.join(map(quote_ident, cols))}) "
-                          f"VALUES ({', '.join('?' * len(cols))})", [row[c] for c in cols])
+        insert_row(self.conn, table, row)
         return self.get(table, row["id"]) or dict(row)
 
     def update(self, table: str, id: Any, **fields: Any) -> dict[str, Any]:
@@ -376,9 +375,7 @@ class Domain:
         elif self.seed:
             for table, rows in self.seed.items():
                 for row in rows:
-                    cols = list(row)
-                    conn.execute(f"INSERT INTO {quote_ident(table)} ({', '.join(map(quote_ident, cols))}) "
-                                 f"VALUES ({', '.join('?' * len(cols))})", [row[c] for c in cols])
+                    insert_row(conn, table, row)
         if self.policy:
             conn.execute("CREATE VIRTUAL TABLE _policy USING fts5(section, body, tokenize='porter unicode61')")
             conn.executemany("INSERT INTO _policy (section, body) VALUES (?, ?)", _policy_sections(self.policy))

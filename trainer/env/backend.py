@@ -51,6 +51,13 @@ def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def insert_row(conn: sqlite3.Connection, table: str, row: Mapping[str, Any]) -> None:
+    """INSERT one row given as {column: value}."""
+    cols = list(row)
+    conn.execute(f"INSERT INTO {quote_ident(table)} ({', '.join(map(quote_ident, cols))}) "
+                 f"VALUES ({', '.join('?' * len(cols))})", [row[c] for c in cols])
+
+
 def canonical_value(v: Any) -> Any:
     """One JSON spelling per value: integral floats become ints (`25.0` → `25`, `-0.0` → `0`),
     bytes become hex text; everything else is returned as is."""
@@ -340,8 +347,7 @@ class Database:
                     self.conn.execute(f"UPDATE {quote_ident(info.name)} SET {sets} WHERE id = ?",
                                       [values[c] for c in cols if c != "id"] + [values["id"]])
             else:
-                self.conn.execute(f'INSERT INTO {quote_ident(info.name)} ({", ".join(map(quote_ident, cols))}) '
-                                  f'VALUES ({", ".join("?" * len(cols))})', [values[c] for c in cols])
+                insert_row(self.conn, info.name, values)
         except sqlite3.Error as e:
             raise PatchError(f"{where}: {e}") from None
 
@@ -495,5 +501,5 @@ class ComputeCache:
 __all__ = [
     "ComputeCache", "Database", "DbState", "PatchError", "Snapshot", "State", "TableDump",
     "canonical_json", "canonical_rows", "canonical_state", "canonical_value", "collateral_changes",
-    "diff_db_states", "diff_states", "golden_key", "quote_ident", "stable_state", "state_hash",
+    "diff_db_states", "diff_states", "golden_key", "insert_row", "quote_ident", "stable_state", "state_hash",
 ]

@@ -1,0 +1,285 @@
+"""Golden replay: a dataset doctor (`tbt validate-golden`).
+
+For each task: a fresh sandbox, the golden actions (`golden_test_case.tool_interactions`)
+replayed in order, effects, the test → it must pass. There is no agent text in a replay, so
+judge questions are not asked: they are counted as not evaluated (answered yes), and the
+database part of the check decides.
+
+`--perturb` asks whether the check really reads what the golden actions write. A golden call is
+*state-changing* when the end state differs with and without it. Each state-changing call is
+dropped, and each of its arguments mutated type-preservingly, one at a time, each in a fresh
+session. A task is *sensitive* when dropping at least one call fails its check; every
+perturbation that still passes is listed (an unchecked write, an unstable field or a weak check).
+`--noop` replays nothing: the check must fail unless the golden actions change nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import hashlib
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from trainer.env.context import Judge, TestContext, ToolCall, ToolCallRecord
+from trainer.env.errors import DatasetError, TaskFormatError
+from trainer.env.grader import Verdict, grade
+from trainer.env.mcp_host import Sandbox, SandboxError, ServerRegistry, strip_sources
+from trainer.env.tasks import Task, load_dataset
+
+Action = tuple[str, str, dict[str, Any]]  # (server, tool, parameters)
+_GOLDEN_KEYS = ("golden_db_state", "golden_db_hash", "diff", "rubrics", "rubrics_yesno", "golden_errors")
+
+
+class ReplayJudge(Judge):
+    """Counts judge questions without asking anyone; answers yes so the database part decides."""
+
+    evaluates = False
+
+    def text_yesno(self, text: str, question: str) -> bool:
+        return True
+
+
+@dataclass
+class Replay:
+    verdict: Verdict
+    fingerprint: str | None  # hash of the end state over all servers; None on a system error
+
+
+def state_fingerprint(effects: dict[str, dict[str, Any]]) -> str:
+    """The end state only: each server's `result_db_hash`, else its `result_db_state`, else the
+    effects without the golden-side keys."""
+    parts = {}
+    for server, fx in sorted(effects.items()):
+        if "result_db_hash" in fx:
+            parts[server] = fx["result_db_hash"]
+        elif "result_db_state" in fx:
+            parts[server] = fx["result_db_state"]
+        else:
+            parts[server] = {k: v for k, v in fx.items() if k not in _GOLDEN_KEYS}
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def mutations(value: Any) -> list[Any]:
+    """Type-preserving changes of one argument value (none for None, dicts and empty lists)."""
+    if isinstance(value, bool):
+        return [not value]
+    if isinstance(value, int):
+        return [value + 1]
+    if isinstance(value, float):
+        return [value + 1.0]
+    if isinstance(value, str):
+        return [value + "_x" if value else "x"]
+    if isinstance(value, list) and value:
+        return [value[:-1]]
+    return []
+
+
+async def replay(task: Task, registry: ServerRegistry, actions: list[Action], *,
+                 world_state: dict[str, Any] | None, timeout: float) -> Replay:
+    """One fresh session: the actions, effects, the test."""
+    judge = ReplayJudge()
+    try:
+        async with Sandbox(task, registry, world_state=world_state, call_timeout=timeout) as sb:
+            calls = []
+            for server, tool, params in actions:
+                text = await sb.call_tool(tool, params, server=server)
+                calls.append(ToolCallRecord(ToolCall(tool, params), text))
+            effects = await sb.effects()
+            query, _, _ = task.formatted(sb.init_result)
+            ctx = TestContext(response="", effects=effects, tool_calls=calls,
+                              messages=[{"role": "user", "content": query}],
+                              init_result=sb.init_result, session_id=sb.session_id,
+                              metadata=dict(task.metadata))
+    except (SandboxError, TaskFormatError) as e:
+        return Replay(Verdict.system_failure(str(e)), None)
+    verdict = await asyncio.to_thread(grade, task, ctx, judge)
+    return Replay(verdict, state_fingerprint(effects))
+
+
+async def check_task(task: Task, registry: ServerRegistry, *, perturb: bool, noop: bool,
+                     strip: bool, timeout: float) -> dict[str, Any]:
+    """Everything validate-golden learns about one task, as a JSON-ready dict."""
+    ws = strip_sources(task.world_state()) if strip else None
+    try:
+        actions = task.golden_actions()
+    except TaskFormatError as e:
+        return {"uid": task.uid, "golden": Verdict.system_failure(str(e)).to_dict()}
+
+    async def run(acts: list[Action]) -> Replay:
+        return await replay(task, registry, acts, world_state=ws, timeout=timeout)
+
+    full = await run(actions)
+    out: dict[str, Any] = {"uid": task.uid, "golden": full.verdict.to_dict(),
+                           "judge_not_evaluated": len(full.verdict.judge_calls)}
+    if full.fingerprint is None:
+        return out
+    if perturb:
+        changing, sensitive, passing = [], False, []
+        for i, (server, tool, params) in enumerate(actions):
+            dropped = await run(actions[:i] + actions[i + 1:])
+            if dropped.fingerprint is None:
+                out.setdefault("perturb_errors", []).append(
+                    {"step": i, "tool": tool, "system_error": dropped.verdict.system_error})
+                continue
+            if dropped.fingerprint == full.fingerprint:
+                continue  # read-only (or overwritten later): not a write the check must see
+            changing.append(i)
+            if dropped.verdict.passed:
+                passing.append({"uid": task.uid, "kind": "drop", "step": i, "tool": tool})
+            elif dropped.verdict.system_error is None:
+                sensitive = True
+            for arg, value in params.items():
+                for new in mutations(value):
+                    acts = copy.deepcopy(actions)
+                    acts[i][2][arg] = new
+                    mutated = await run(acts)
+                    if mutated.verdict.passed:
+                        passing.append({"uid": task.uid, "kind": "mutate", "step": i, "tool": tool,
+                                        "argument": arg, "golden": value, "mutated": new,
+                                        "state_changed": mutated.fingerprint != full.fingerprint})
+        out["perturb"] = {"state_changing_steps": changing, "sensitive": sensitive, "passing": passing}
+    if noop:
+        nothing = await run([])
+        expect_fail = nothing.fingerprint != full.fingerprint
+        out["noop"] = {"passed": nothing.verdict.passed, "expected_to_fail": expect_fail,
+                       "system_error": nothing.verdict.system_error}
+    return out
+
+
+def summarize(results: list[dict[str, Any]], *, perturb: bool, noop: bool) -> dict[str, Any]:
+    """The `--json` object (issue 3 §5 keys plus details)."""
+    golden = [r["golden"] for r in results]
+    failures = []
+    for r in results:
+        g = r["golden"]
+        if not g["passed"]:
+            failures.append({"uid": r["uid"], "kind": "system_error" if g["system_error"] else "golden_failed",
+                             "explanation": g["system_error"] or g["explanation"], "lineno": g["lineno"]})
+    summary: dict[str, Any] = {
+        "tasks": len(results),
+        "passed": sum(g["passed"] for g in golden),
+        "failed": sum(not g["passed"] and not g["system_error"] for g in golden),
+        "system_errors": sum(bool(g["system_error"]) for g in golden),
+        "judge_not_evaluated": sum(r.get("judge_not_evaluated", 0) for r in results),
+    }
+    if perturb:
+        perturbed = [r for r in results if r.get("perturb", {}).get("state_changing_steps")]
+        insensitive = [r["uid"] for r in perturbed if not r["perturb"]["sensitive"]]
+        failures += [{"uid": u, "kind": "insensitive",
+                      "explanation": "no dropped golden write makes the check fail"} for u in insensitive]
+        failures += [{"uid": r["uid"], "kind": "perturb_system_error", "explanation": e}
+                     for r in results for e in r.get("perturb_errors", [])]
+        summary["perturbed"] = {
+            "tasks": len(perturbed), "sensitive": len(perturbed) - len(insensitive),
+            "read_only": [r["uid"] for r in results if "perturb" in r and not r["perturb"]["state_changing_steps"]],
+            "passing_perturbations": [p for r in results for p in r.get("perturb", {}).get("passing", [])],
+        }
+    if noop:
+        ran = [r for r in results if "noop" in r]
+        failures += [{"uid": r["uid"], "kind": "noop_passed",
+                      "explanation": "the check passes with no actions although the golden actions change the state"}
+                     for r in ran if r["noop"]["passed"] and r["noop"]["expected_to_fail"]]
+        summary["noop"] = {"tasks": len(ran), "passed": sum(r["noop"]["passed"] for r in ran),
+                           "expected_to_pass": sum(not r["noop"]["expected_to_fail"] for r in ran)}
+    summary["failures"] = failures
+    summary["results"] = results
+    return summary
+
+
+async def validate_golden(tasks: list[Task], registry: ServerRegistry, *, perturb: bool = False,
+                          noop: bool = False, strip: bool = False, concurrency: int = 4,
+                          timeout: float = 30.0) -> dict[str, Any]:
+    """Check every task (up to `concurrency` at once) and return the summary dict."""
+    gate = asyncio.Semaphore(max(1, concurrency))
+
+    async def one(t: Task) -> dict[str, Any]:
+        async with gate:
+            return await check_task(t, registry, perturb=perturb, noop=noop, strip=strip, timeout=timeout)
+
+    results = await asyncio.gather(*(one(t) for t in tasks))
+    return summarize(list(results), perturb=perturb, noop=noop)
+
+
+def validate_golden_command(
+    dataset: Annotated[Path, typer.Argument(help="Dataset folder (agent/, scenario/, test_case/).")],
+    test_list: Annotated[Optional[Path], typer.Option("--test-list", help="YAML list of 'file.py:test_name'.")] = None,
+    servers: Annotated[Optional[Path], typer.Option("--servers", help="ThinkingBox servers.yaml; "
+                       "servers not in it are our in-process domains. Default: DATASET/servers.yaml if present.")] = None,
+    python: Annotated[Optional[str], typer.Option("--python", help="Interpreter for {python} in servers.yaml.")] = None,
+    strip_sources_: Annotated[bool, typer.Option("--strip-sources", help="Drop world_state.*.sources.")] = False,
+    perturb: Annotated[bool, typer.Option("--perturb", help="Drop / mutate each golden write; report weak checks.")] = False,
+    noop: Annotated[bool, typer.Option("--noop", help="Replay nothing: the check must fail.")] = False,
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Tasks checked at once.")] = 4,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds per MCP call.")] = 30.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Replay every task's golden actions in a fresh sandbox; the test must pass.
+
+    Exit 0 when every replay passes, every task with golden writes is sensitive (--perturb) and no
+    noop passes where it should fail (--noop); passing perturbations are reported, not fatal.
+
+    Examples:
+      tbt validate-golden data/samples
+      tbt validate-golden tests/fixtures/datasets/sandbox --perturb --noop --json
+      tbt validate-golden DATASET --servers servers.yaml --python .venv/bin/python --strip-sources
+    """
+    try:
+        ds = load_dataset(dataset, test_list=test_list)
+        servers = servers or (dataset / "servers.yaml" if (dataset / "servers.yaml").is_file() else None)
+        registry = ServerRegistry.from_yaml(servers, python=python) if servers else ServerRegistry()
+    except (DatasetError, TaskFormatError) as e:
+        typer.echo(str(e), err=True)
+        raise typer.Exit(2) from None
+    for e in ds.errors:
+        typer.echo(f"error  {e}", err=True)
+    summary = asyncio.run(validate_golden(list(ds.tasks.values()), registry, perturb=perturb, noop=noop,
+                                          strip=strip_sources_, concurrency=concurrency, timeout=timeout))
+    if as_json:
+        print(json.dumps(summary, default=str))
+    else:
+        _print_table(summary)
+    raise typer.Exit(0 if not summary["failures"] and not ds.errors else 1)
+
+
+def _print_table(s: dict[str, Any]) -> None:
+    w = sys.stdout.write
+    for r in s["results"]:
+        g = r["golden"]
+        mark = "pass" if g["passed"] else ("SYSERR" if g["system_error"] else "FAIL")
+        extra = ""
+        if "perturb" in r:
+            p = r["perturb"]
+            extra += (" sensitive" if p["sensitive"] else (" read-only" if not p["state_changing_steps"]
+                                                          else " INSENSITIVE"))
+            extra += f" passing-perturbations={len(p['passing'])}" if p["passing"] else ""
+        if "noop" in r:
+            extra += f" noop={'pass' if r['noop']['passed'] else 'fail'}"
+        w(f"{mark:6} {r['uid']}{extra}\n")
+        if not g["passed"]:
+            w(f"       {(g['system_error'] or g['explanation'])[:300]}\n")
+    w(f"\n{s['tasks']} task(s): {s['passed']} passed, {s['failed']} failed, {s['system_errors']} system error(s)")
+    if s["judge_not_evaluated"]:
+        w(f"; {s['judge_not_evaluated']} judge question(s) not evaluated")
+    w("\n")
+    if "perturbed" in s:
+        p = s["perturbed"]
+        w(f"perturbed: {p['sensitive']}/{p['tasks']} sensitive; {len(p['passing_perturbations'])} passing perturbation(s)\n")
+        for q in p["passing_perturbations"]:
+            what = f"drop step {q['step']} {q['tool']}" if q["kind"] == "drop" else \
+                f"step {q['step']} {q['tool']}.{q['argument']}: {q['golden']!r} -> {q['mutated']!r}"
+            w(f"  still passes: {q['uid']}  {what}\n")
+    if "noop" in s:
+        w(f"noop: {s['noop']['passed']}/{s['noop']['tasks']} passed "
+          f"({s['noop']['expected_to_pass']} expected: golden changes nothing)\n")
+    for f in s["failures"]:
+        w(f"failure: {f['uid']} [{f['kind']}] {str(f['explanation'])[:200]}\n")
+
+
+__all__ = ["ReplayJudge", "check_task", "mutations", "replay", "state_fingerprint", "summarize",
+           "validate_golden", "validate_golden_command"]

@@ -1,0 +1,236 @@
+"""Run a task's test function on an episode's end state and turn the outcome into a `Verdict`.
+
+Rules (TASK_FORMAT.md §3): no exception → pass, reward 1.0; a returned number → that reward
+(clamped to [0, 1]; passed when it is 1.0); `AssertionError` → fail, reward 0.0, its message is
+the explanation; any other exception (a `JudgeUnavailable` included) → a **system error**: the
+infrastructure failed, the agent was not judged, nothing is scored.
+
+By default the test runs in this process (its file was compiled once by the loader:
+`Task.test_function()`). `grade(..., isolate=True)` runs it in a fresh Python subprocess instead,
+for datasets you do not trust; judge questions travel back to this process over the pipe, so the
+same `Judge` answers them and no key reaches the child.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import math
+import os
+import subprocess
+import sys
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trainer.env.context import Judge, TestContext, ToolCall, ToolCallRecord
+
+SUBPROCESS_TIMEOUT_S = 120.0
+
+
+@dataclass
+class Verdict:
+    """The outcome of one test run; written to episode records as JSON (`to_dict`).
+
+    passed:       the test accepted the end state (reward == 1.0 and no system error)
+    reward:       in [0, 1]; 0.0 on a failure or a system error (a system error is never scored)
+    system_error: None, or the infrastructure fault as text (`ExceptionType: message`)
+    explanation:  the assertion message (or the failure's repr when it has none), the system
+                  error's traceback summary, or "" on a pass
+    lineno:       line in the test file where the failure was raised (None on a pass)
+    judge_calls:  every judge question asked, `[{"question", "answer"}]` (answer None: not evaluated)
+    """
+
+    passed: bool
+    reward: float
+    system_error: str | None = None
+    explanation: str = ""
+    lineno: int | None = None
+    judge_calls: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Verdict:
+        return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d})
+
+    @classmethod
+    def system_failure(cls, cause: str, explanation: str = "") -> Verdict:
+        """A verdict for an episode that could not be graded (sandbox fault, judge down ...)."""
+        return cls(passed=False, reward=0.0, system_error=cause, explanation=explanation)
+
+
+class _RecordingJudge(Judge):
+    """Wraps the configured judge and keeps each question and answer for the verdict."""
+
+    def __init__(self, inner: Judge):
+        self.inner = inner
+        self.calls: list[dict[str, Any]] = []
+
+    def text_yesno(self, text: str, question: str) -> bool:
+        answer = self.inner.text_yesno(text, question)
+        evaluated = getattr(self.inner, "evaluates", True)  # a replay judge only counts questions
+        self.calls.append({"question": question, "answer": answer if evaluated else None})
+        return answer
+
+
+def _failure_line(tb: Any, filename: str) -> int | None:
+    line = None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == filename:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+def _outcome(fn: Any, ctx: TestContext, judge: Judge, fixtures: dict[str, Any], filename: str) -> Verdict:
+    rec = _RecordingJudge(judge)
+    try:
+        value = fn(**_arguments(fn, ctx, rec, fixtures))
+    except AssertionError as e:
+        msg = str(e) or repr(e)
+        return Verdict(False, 0.0, None, msg, _failure_line(e.__traceback__, filename), rec.calls)
+    except Exception as e:  # anything else is infrastructure, not the agent
+        tb = "".join(traceback.format_exception(type(e), e, e.__traceback__, limit=-3)).strip()
+        return Verdict(False, 0.0, f"{type(e).__name__}: {e}", tb, _failure_line(e.__traceback__, filename),
+                       rec.calls)
+    if value is None or isinstance(value, bool) and value:
+        return Verdict(True, 1.0, judge_calls=rec.calls)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        reward = min(1.0, max(0.0, float(value)))
+        return Verdict(reward == 1.0, reward, None, "" if reward == 1.0 else f"test returned {value}",
+                       None, rec.calls)
+    if value is False:
+        return Verdict(False, 0.0, None, "test returned False", None, rec.calls)
+    return Verdict(False, 0.0, f"TypeError: test returned {type(value).__name__} {value!r:.80}, "
+                   "expected None or a number", "", None, rec.calls)
+
+
+def _arguments(fn: Any, ctx: TestContext, judge: Judge, fixtures: dict[str, Any]) -> dict[str, Any]:
+    """First parameter: the context; `judge` (or the second): the judge; others: scenario
+    fixtures by name (TASK_FORMAT.md §3)."""
+    code = fn.__code__
+    names = code.co_varnames[:code.co_argcount]
+    optional = set(names[len(names) - len(fn.__defaults__ or ()):])
+    out: dict[str, Any] = {}
+    for i, name in enumerate(names):
+        if name in fixtures:
+            out[name] = fixtures[name]
+        elif i == 0:
+            out[name] = ctx
+        elif name == "judge" or i == 1:
+            out[name] = judge
+        elif name not in optional:
+            raise TypeError(f"test parameter {name!r} is neither the context, the judge nor a fixture")
+    return out
+
+
+def grade(task: Any, ctx: TestContext, judge: Judge | None = None, *, isolate: bool = False,
+          fixtures: dict[str, Any] | None = None) -> Verdict:
+    """Run `task`'s test on `ctx` and return the verdict (never raises for a test's fault)."""
+    judge = judge or Judge()
+    fixtures = dict(task.scenario.fixtures if fixtures is None else fixtures)
+    if isolate:
+        return _grade_in_subprocess(task, ctx, judge, fixtures)
+    try:
+        fn = task.test_function()
+    except Exception as e:  # a file that no longer compiles: not the agent's fault
+        return Verdict.system_failure(f"{type(e).__name__}: {e}")
+    return _outcome(fn, ctx, judge, fixtures, str(task.file))
+
+
+async def grade_async(task: Any, ctx: TestContext, judge: Judge | None = None, **kw: Any) -> Verdict:
+    """`grade` in a worker thread, so a judge's HTTP wait does not block the event loop."""
+    return await asyncio.to_thread(grade, task, ctx, judge, **kw)
+
+
+# ---------------------------------------------------------------------------- subprocess isolation
+
+def context_to_json(ctx: TestContext) -> dict[str, Any]:
+    return dataclasses.asdict(ctx)
+
+
+def context_from_json(d: dict[str, Any]) -> TestContext:
+    calls = [ToolCallRecord(ToolCall(**c["tool_call"]), c["tool_response"]) for c in d.get("tool_calls", [])]
+    return TestContext(**{**d, "tool_calls": calls})
+
+
+def _grade_in_subprocess(task: Any, ctx: TestContext, judge: Judge, fixtures: dict[str, Any]) -> Verdict:
+    job = {"file": str(task.file), "name": task.name, "test_code": task._test_code, "lineno": task.lineno,
+           "context": context_to_json(ctx), "fixtures": fixtures}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(Path(__file__).parents[2]),
+                                                                    os.environ.get("PYTHONPATH")) if p)}
+    for key in [k for k in env if "API_KEY" in k or "TOKEN" in k or "SECRET" in k]:
+        env.pop(key)  # the child never needs credentials: judge questions come back here
+    proc = subprocess.Popen([sys.executable, "-m", "trainer.env.grader"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    assert proc.stdin and proc.stdout
+    try:
+        proc.stdin.write(json.dumps(job, default=str) + "\n")
+        proc.stdin.flush()
+        for line in proc.stdout:
+            msg = json.loads(line)
+            if "judge" in msg:
+                text, question = msg["judge"]
+                try:
+                    reply = {"answer": bool(judge.text_yesno(text, question))}
+                except Exception as e:
+                    reply = {"error": f"{type(e).__name__}: {e}"}
+                proc.stdin.write(json.dumps(reply) + "\n")
+                proc.stdin.flush()
+            elif "verdict" in msg:
+                return Verdict.from_dict(msg["verdict"])
+        err = proc.stderr.read()[-1500:] if proc.stderr else ""
+        return Verdict.system_failure(f"test subprocess exited with {proc.wait(5)} before a verdict", err)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        for f in (proc.stdin, proc.stdout, proc.stderr):
+            f and f.close()
+
+
+class _PipeJudge(Judge):
+    """The child's judge: each question goes to the parent, which asks the real one."""
+
+    def __init__(self, out: Any):
+        self.out = out
+
+    def text_yesno(self, text: str, question: str) -> bool:
+        self.out.write(json.dumps({"judge": [text, question]}) + "\n")
+        self.out.flush()
+        reply = json.loads(sys.stdin.readline() or "{}")
+        if "answer" not in reply:
+            from trainer.env.context import JudgeUnavailable
+            raise JudgeUnavailable(reply.get("error", "no answer from the parent process"))
+        return reply["answer"]
+
+
+def _child() -> None:
+    from trainer.env.context import install_thinkingbox_shim
+    from trainer.env.tasks import _exec_source
+    from trainer.env.testfile import TEST_FN_NAME
+
+    proto = os.fdopen(os.dup(1), "w")
+    sys.stdout = sys.stderr  # the test's prints must not corrupt the protocol
+    job = json.loads(sys.stdin.readline())
+    install_thinkingbox_shim()
+    path = Path(job["file"])
+    try:
+        if job["test_code"] is not None:
+            ns = _exec_source(job["test_code"], path, "tb_tests.isolated")
+            fn = ns.get(TEST_FN_NAME) or next(v for v in ns.values() if callable(v) and hasattr(v, "__code__"))
+        else:
+            fn = _exec_source(path.read_text(encoding="utf-8"), path, f"tb_tests.{path.stem}")[job["name"]]
+        verdict = _outcome(fn, context_from_json(job["context"]), _PipeJudge(proto), job["fixtures"], str(path))
+    except Exception as e:
+        verdict = Verdict.system_failure(f"{type(e).__name__}: {e}")
+    proto.write(json.dumps({"verdict": verdict.to_dict()}, default=str) + "\n")
+    proto.flush()
+
+
+if __name__ == "__main__":
+    _child()

@@ -1,0 +1,430 @@
+"""MCP sessions for an episode: in-process, stdio-process and remote servers (TASK_FORMAT.md §4).
+
+A `Sandbox` is one task's isolated world. Opening it, for every server of `task.world_state()`:
+connect (a fresh in-process instance, a fresh process, or a new remote MCP session), list the
+tools, call `__reserved__init(config, session_id)` (success: `{}` or `{"status": "ok", ...}`;
+the extras become `init_result[server]`). The agent's view is the scenario's tool list
+(`tasks.tool_list`), reserved tools hidden. `call_tool` returns the text the agent sees;
+`effects()` returns `{server: dict}` from `__reserved__geteffects`; closing calls
+`__reserved__teardown` (errors only logged) and always releases the connection.
+
+Two kinds of failure, never confused:
+- the agent's mistakes (unknown tool, bad arguments) come back as text, and the episode goes on;
+- infrastructure faults (crash, hang, unreachable, init rejected, effects not JSON) raise
+  `SandboxError`, a system error naming the server, the stage and the cause.
+
+Servers are found in a `ServerRegistry`: a ThinkingBox `servers.yaml`
+(`servers: {name: {type: mcp-process, command, env, cwd} | {type: mcp-remote, endpoint,
+transport, headers}}`), plus ours: `{type: in-process, factory: "module:callable"}`, and any
+domain of `trainer.domains.DOMAINS` by name (in-process, one fresh `create_server()` per session).
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import importlib.util
+import json
+import logging
+import os
+import sys
+import tempfile
+import uuid
+from collections.abc import Callable, Mapping
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+import yaml
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.shared.exceptions import MCPError
+from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, CallToolResult
+
+from trainer.env.errors import TaskFormatError
+from trainer.env.tasks import Agent, Task, tool_list
+
+log = logging.getLogger(__name__)
+
+RESERVED_PREFIX = "__reserved__"
+DEFAULT_CALL_TIMEOUT_S = 30.0
+DEFAULT_OPEN_TIMEOUT_S = 60.0  # a stdio server may import a lot before it answers
+TEARDOWN_TIMEOUT_S = 5.0
+_TRANSPORT_CODES = (CONNECTION_CLOSED, REQUEST_TIMEOUT)
+
+
+class SandboxError(RuntimeError):
+    """An infrastructure fault: a system error for the whole episode, never an agent failure.
+
+    `stage` is one of `connect`, `init`, `list_tools`, `call`, `effects`, `teardown`.
+    """
+
+    def __init__(self, server: str | None, stage: str, cause: str):
+        self.server, self.stage, self.cause = server, stage, cause
+        super().__init__(f"server {server!r}, {stage}: {cause}" if server else f"{stage}: {cause}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"server": self.server, "stage": self.stage, "cause": self.cause}
+
+
+# ---------------------------------------------------------------------------- the registry
+
+@dataclass
+class ServerSpec:
+    """How to reach one server (one entry of `servers.yaml`)."""
+
+    name: str
+    type: Literal["in-process", "mcp-process", "mcp-remote"]
+    factory: Callable[[], Any] | None = None  # in-process: returns a fresh MCPServer
+    command: list[str] = field(default_factory=list)  # mcp-process: argv, `{python}` substituted
+    env: dict[str, str] = field(default_factory=dict)  # mcp-process: merged over the SDK's safe env
+    cwd: Path | None = None  # mcp-process: working directory
+    endpoint: str | None = None  # mcp-remote: URL
+    transport: str = "streamable-http"  # mcp-remote: only streamable HTTP is supported
+    headers: dict[str, str] = field(default_factory=dict)  # mcp-remote: sent with every request
+    mode: str = "auto"  # MCP negotiation: "auto" (discover, else initialize) or "legacy"
+
+
+def _load_factory(ref: str, base: Path) -> Callable[[], Any]:
+    """`"package.module:callable"`, or `"path/to/file.py:callable"` (relative to `base`)."""
+    module, _, attr = ref.rpartition(":")
+    if not module or not attr:
+        raise ValueError(f"factory must read 'module:callable' or 'file.py:callable', got {ref!r}")
+    if module.endswith(".py"):
+        path = (base / module).resolve()
+        spec = importlib.util.spec_from_file_location(f"tb_servers.{path.stem}", path)
+        if spec is None or spec.loader is None or not path.is_file():
+            raise ValueError(f"no such file: {path}")
+        obj: Any = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(obj)
+    else:
+        obj = importlib.import_module(module)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _domains() -> Mapping[str, Callable[[], Any]]:
+    try:  # imported lazily: domains sit above env and import the backend
+        from trainer.domains import DOMAINS
+    except ImportError:
+        return {}
+    return DOMAINS
+
+
+class ServerRegistry:
+    """Server name → `ServerSpec`: declared servers first, then the in-process domains."""
+
+    def __init__(self, specs: Mapping[str, ServerSpec] | None = None,
+                 domains: Mapping[str, Callable[[], Any]] | None = None):
+        self.specs = dict(specs or {})
+        self._domains = domains
+
+    @classmethod
+    def from_yaml(cls, path: Path | str, python: str | None = None) -> ServerRegistry:
+        """Read a ThinkingBox `servers.yaml`. `{python}` in commands becomes `python` (default:
+        this interpreter). A relative `cwd` is taken from the current directory when it exists
+        there (the reference's reading), else from the YAML's folder."""
+        path = Path(path)
+        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        servers = doc.get("servers") if isinstance(doc, dict) else None
+        if not isinstance(servers, dict):
+            raise TaskFormatError(path, "must hold `servers: {name: {type, ...}}`", key="servers")
+        py = python or sys.executable
+        specs = {}
+        for name, e in servers.items():
+            if not isinstance(e, dict):
+                raise TaskFormatError(path, "must be a mapping", key=f"servers.{name}")
+            kind = e.get("type")
+            try:
+                if kind == "mcp-process":
+                    cmd = e.get("command")
+                    cmd = cmd.split() if isinstance(cmd, str) else list(cmd or [])
+                    if not cmd:
+                        raise ValueError("needs a command")
+                    cwd = None
+                    if e.get("cwd"):
+                        cwd = Path(e["cwd"])
+                        if not cwd.is_absolute() and not cwd.is_dir():
+                            cwd = path.parent / cwd
+                    specs[name] = ServerSpec(
+                        name, "mcp-process", command=[str(c).replace("{python}", py) for c in cmd],
+                        env={str(k): str(v) for k, v in (e.get("env") or {}).items()}, cwd=cwd,
+                        mode=e.get("mode", "auto"))
+                elif kind == "mcp-remote":
+                    if e.get("transport", "streamable-http") not in ("streamable-http", "http"):
+                        raise ValueError(f"transport {e.get('transport')!r} is not supported "
+                                         "(use streamable-http)")
+                    if not e.get("endpoint"):
+                        raise ValueError("needs an endpoint")
+                    specs[name] = ServerSpec(name, "mcp-remote", endpoint=str(e["endpoint"]),
+                                             headers={str(k): str(v) for k, v in (e.get("headers") or {}).items()},
+                                             mode=e.get("mode", "auto"))
+                elif kind == "in-process":
+                    specs[name] = ServerSpec(name, "in-process", factory=_load_factory(str(e.get("factory")), path.parent))
+                else:
+                    raise ValueError(f"unknown type {kind!r} (mcp-process, mcp-remote, in-process)")
+            except (ValueError, ImportError, AttributeError) as err:
+                raise TaskFormatError(path, str(err), key=f"servers.{name}") from None
+        return cls(specs)
+
+    def get(self, name: str) -> ServerSpec:
+        if name in self.specs:
+            return self.specs[name]
+        domains = self._domains if self._domains is not None else _domains()
+        if name in domains:
+            return ServerSpec(name, "in-process", factory=domains[name])
+        raise SandboxError(name, "connect", "no such server: not in servers.yaml and not a domain "
+                           f"(domains: {', '.join(sorted(domains)) or 'none'})")
+
+
+# ---------------------------------------------------------------------------- one connection
+
+def result_text(result: CallToolResult) -> str:
+    """The text an agent sees: the text parts joined; other content as JSON."""
+    parts = []
+    for c in result.content:
+        text = getattr(c, "text", None)
+        parts.append(text if isinstance(text, str) else json.dumps(c.model_dump(mode="json")))
+    if not parts and result.structured_content is not None:
+        parts.append(json.dumps(result.structured_content))
+    return "\n".join(parts)
+
+
+class ServerConnection:
+    """One MCP connection to one server, for one session. An async context manager."""
+
+    def __init__(self, spec: ServerSpec, *, call_timeout: float = DEFAULT_CALL_TIMEOUT_S,
+                 open_timeout: float = DEFAULT_OPEN_TIMEOUT_S):
+        self.spec = spec
+        self.call_timeout = call_timeout
+        self.open_timeout = open_timeout
+        self.tools: dict[str, Any] = {}  # name -> mcp Tool, reserved ones included
+        self._client: Client | None = None
+        self._stack: AsyncExitStack | None = None
+        self._errlog: Any = None
+        self._read_timeout = max(open_timeout, call_timeout)
+
+    def _make_client(self) -> Client:
+        s = self.spec
+        if s.type == "in-process":
+            assert s.factory is not None
+            return Client(s.factory(), cache=None, read_timeout_seconds=self._read_timeout)
+        if s.type == "mcp-process":
+            params = StdioServerParameters(command=s.command[0], args=s.command[1:], env=s.env or None,
+                                           cwd=str(s.cwd) if s.cwd else None)
+            # stderr goes to a file so that a crash can be explained with its last lines
+            self._errlog = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
+            return Client(stdio_client(params, errlog=self._errlog), mode=s.mode, cache=None,
+                          read_timeout_seconds=self._read_timeout)
+        import httpx2  # the mcp SDK's HTTP client (headers are set on it)
+        from mcp.client.streamable_http import streamable_http_client
+
+        http = httpx2.AsyncClient(headers=s.headers, timeout=self.call_timeout)
+        return Client(streamable_http_client(s.endpoint, http_client=http), mode=s.mode, cache=None,
+                      read_timeout_seconds=self._read_timeout)
+
+    def stderr_tail(self, n: int = 2000) -> str:
+        if self._errlog is None:
+            return ""
+        try:
+            self._errlog.flush()
+            self._errlog.seek(0)
+            return self._errlog.read()[-n:].strip()
+        except (OSError, ValueError):
+            return ""
+
+    def _cause(self, e: BaseException) -> str:
+        msg = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+        if isinstance(e, BaseExceptionGroup):
+            msg = "; ".join(self._cause(x) for x in e.exceptions)
+        tail = self.stderr_tail()
+        return f"{msg}; server stderr: {tail}" if tail else msg
+
+    async def __aenter__(self) -> ServerConnection:
+        self._stack = AsyncExitStack()
+        try:
+            # The handshake is bounded by the client's read timeout: a `fail_after` scope cannot
+            # wrap it, because the client's task group outlives this block.
+            client = self._make_client()
+            self._client = await self._stack.enter_async_context(client)
+            with anyio.fail_after(self.open_timeout):
+                self.tools = {t.name: t for t in (await self._client.list_tools()).tools}
+        except BaseException as e:
+            await self._close_quietly()
+            if isinstance(e, TimeoutError):
+                raise SandboxError(self.spec.name, "connect", f"no answer within {self.open_timeout}s") from None
+            if isinstance(e, Exception):
+                raise SandboxError(self.spec.name, "connect", self._cause(e)) from e
+            raise
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self._close_quietly()
+
+    async def _close_quietly(self) -> None:
+        stack, self._stack, self._client = self._stack, None, None
+        if stack is not None:
+            # No shield here: the client's own scopes were opened outside this frame and must
+            # close in order; the stdio transport shields its own process shutdown.
+            try:
+                await stack.aclose()
+            except Exception as e:  # a dead server may fail its own shutdown
+                log.debug("closing %s: %s", self.spec.name, e)
+        if self._errlog is not None:
+            self._errlog.close()
+            self._errlog = None
+
+    async def call(self, tool: str, arguments: dict[str, Any], stage: str = "call") -> CallToolResult:
+        """Call a tool. Transport faults and timeouts raise `SandboxError`; a JSON-RPC error that
+        the server chose to send (bad params, unknown tool) comes back as an error result."""
+        if self._client is None:
+            raise SandboxError(self.spec.name, stage, "the connection is closed")
+        try:
+            with anyio.fail_after(self.call_timeout):
+                return await self._client.call_tool(tool, arguments)
+        except TimeoutError:
+            raise SandboxError(self.spec.name, stage, f"{tool}: no answer within {self.call_timeout}s") from None
+        except MCPError as e:
+            if e.code in _TRANSPORT_CODES:
+                raise SandboxError(self.spec.name, stage, f"{tool}: {self._cause(e)}") from e
+            return CallToolResult(content=[{"type": "text", "text": f"Error: {e.message}"}], is_error=True)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as e:
+            raise SandboxError(self.spec.name, stage, f"{tool}: {self._cause(e)}") from e
+
+
+# ---------------------------------------------------------------------------- the sandbox
+
+def parse_init_reply(server: str, result: CallToolResult) -> dict[str, Any]:
+    """`{}` or `{"status": "ok", ...extras}` → extras; anything else is a `SandboxError`."""
+    text = result_text(result)
+    try:
+        reply = json.loads(text) if text.strip() else {}
+    except json.JSONDecodeError:
+        reply = None
+    if result.is_error or not isinstance(reply, dict) or (reply and reply.get("status") != "ok"):
+        raise SandboxError(server, "init", f"rejected: {text[:500]}")
+    return {k: v for k, v in reply.items() if k != "status"}
+
+
+_NO_AGENT = Agent("none", Path("."), "", [])
+
+
+class Sandbox:
+    """One task's isolated world: a fresh session on every server of `task.world_state()`.
+
+    Use as `async with Sandbox(task, registry, agent) as sb:`; `sb.tools` is the agent's view,
+    `sb.init_result` maps server → init extras. `world_state` overrides the task's (golden
+    replay uses it to strip sources).
+    """
+
+    def __init__(self, task: Task, registry: ServerRegistry, agent: Agent | None = None, *,
+                 call_timeout: float = DEFAULT_CALL_TIMEOUT_S, open_timeout: float = DEFAULT_OPEN_TIMEOUT_S,
+                 session_id: str | None = None, world_state: dict[str, Any] | None = None):
+        self.task = task
+        self.registry = registry
+        self.agent = agent or _NO_AGENT
+        self.call_timeout = call_timeout
+        self.open_timeout = open_timeout
+        self.session_id = session_id or uuid.uuid4().hex
+        self.world_state = copy.deepcopy(world_state) if world_state is not None else task.world_state()
+        self.connections: dict[str, ServerConnection] = {}
+        self.init_result: dict[str, dict[str, Any]] = {}
+        self.tools: list[dict[str, Any]] = []
+        self._route: dict[str, str] = {}  # MCP tool name -> server
+        self._visible: set[str] = set()  # the MCP tools of the agent's view
+        self._stack: AsyncExitStack | None = None
+
+    async def __aenter__(self) -> Sandbox:
+        self._stack = AsyncExitStack()
+        try:
+            offered: dict[str, dict[str, Any]] = {}
+            for server, config in self.world_state.items():
+                conn = ServerConnection(self.registry.get(server), call_timeout=self.call_timeout,
+                                        open_timeout=self.open_timeout)
+                await self._stack.enter_async_context(conn)
+                self._stack.push_async_callback(self._teardown, server, conn)
+                self.connections[server] = conn
+                init = conn.tools.get(RESERVED_PREFIX + "init")
+                if init is None:
+                    raise SandboxError(server, "init", "the server has no __reserved__init tool")
+                args: dict[str, Any] = {"config": config}
+                if "session_id" in (init.input_schema or {}).get("properties", {}):
+                    args["session_id"] = self.session_id
+                self.init_result[server] = parse_init_reply(server, await conn.call(init.name, args, "init"))
+                for name, t in conn.tools.items():
+                    if not name.startswith(RESERVED_PREFIX) and name not in self._route:
+                        self._route[name] = server
+                        offered[name] = {"description": t.description, "input_schema": t.input_schema}
+            self.tools = tool_list(self.agent, self.task.scenario, offered)
+            self._visible = {t["name"] for t in self.tools if not t["builtin"]}
+        except BaseException:
+            await self.aclose()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            await stack.aclose()
+
+    async def _teardown(self, server: str, conn: ServerConnection) -> None:
+        if RESERVED_PREFIX + "teardown" not in conn.tools or conn._client is None:
+            return
+        with anyio.CancelScope(shield=True), anyio.move_on_after(TEARDOWN_TIMEOUT_S):
+            try:
+                result = await conn.call(RESERVED_PREFIX + "teardown", {}, "teardown")
+                if result.is_error:
+                    log.warning("teardown of %s: %s", server, result_text(result)[:300])
+            except SandboxError as e:
+                log.warning("%s", e)
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], *, server: str | None = None) -> str:
+        """Run one tool call and return the text the agent sees.
+
+        Without `server`, only the agent's visible MCP tools may be called (anything else reads
+        `Error: function 'X' does not exist`, as in the reference). With `server` (golden
+        replay), the call goes to that server as written.
+        """
+        if server is None:
+            if name not in self._visible:
+                return f"Error: function '{name}' does not exist"
+            server = self._route[name]
+        conn = self.connections.get(server)
+        if conn is None:
+            raise SandboxError(server, "call", "this task's world_state has no such server")
+        return result_text(await conn.call(name, arguments))
+
+    async def effects(self) -> dict[str, dict[str, Any]]:
+        """`{server: dict}` from every server's `__reserved__geteffects` (a server without the tool
+        reports `{}`); a reply that is not a JSON object is a `SandboxError`."""
+        out: dict[str, dict[str, Any]] = {}
+        for server, conn in self.connections.items():
+            if RESERVED_PREFIX + "geteffects" not in conn.tools:
+                out[server] = {}
+                continue
+            result = await conn.call(RESERVED_PREFIX + "geteffects", {}, "effects")
+            text = result_text(result)
+            try:
+                value = json.loads(text)
+            except json.JSONDecodeError:
+                value = None
+            if result.is_error or not isinstance(value, dict):
+                raise SandboxError(server, "effects", f"not a JSON object: {text[:300]!r}")
+            out[server] = value
+        return out
+
+
+def strip_sources(world_state: dict[str, Any]) -> dict[str, Any]:
+    """A copy of `world_state` without `*.sources` (knowledge bases need a search server)."""
+    return {s: ({k: v for k, v in c.items() if k != "sources"} if isinstance(c, dict) else c)
+            for s, c in copy.deepcopy(world_state).items()}
+
+
+__all__ = ["Sandbox", "SandboxError", "ServerConnection", "ServerRegistry", "ServerSpec",
+           "parse_init_reply", "result_text", "strip_sources"]

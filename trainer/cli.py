@@ -15,12 +15,14 @@ from rich.console import Console
 from rich.table import Table
 
 from trainer.env.errors import DatasetError, TaskFormatError
+from trainer.env.golden import validate_golden_command
 from trainer.env.tasks import Dataset, load_dataset
 
 EXAMPLES = {
     "tasks list": "tbt tasks list tests/fixtures/datasets/basic",
     "tasks show": "tbt tasks show tests/fixtures/datasets/basic notes_basic.py:test_add_note",
     "tasks validate": "tbt tasks validate tests/fixtures/datasets/basic --json",
+    "validate-golden": "tbt validate-golden tests/fixtures/datasets/sandbox --perturb --noop",
 }
 
 
@@ -36,6 +38,7 @@ app = typer.Typer(
 )
 tasks_app = typer.Typer(help="Read ThinkingBox-format datasets.", no_args_is_help=True)
 app.add_typer(tasks_app, name="tasks")
+app.command("validate-golden")(validate_golden_command)
 
 out = Console()
 err = Console(stderr=True, soft_wrap=True)

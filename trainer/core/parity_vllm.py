@@ -1,0 +1,53 @@
+"""Run the locked vLLM's own reasoning and tool parsers on recorded outputs (the reference side of
+`tbt parity --against vllm`).
+
+This file runs with the Python of the vLLM environment (scripts/setup_vllm_parsers_env.sh), never
+inside the project: it imports nothing from `trainer`, and nothing in `trainer` imports it.
+stdin: one JSON object per line ``{"id", "family", "tools", "text", "thinking", "tool_choice"}``;
+argv[1]: tokenizer folder. stdout: one line per record
+``{"id", "reasoning", "content", "tool_calls": [{"name", "arguments"}]}`` or ``{"id", "error"}``.
+Parsers are used as vLLM's OpenAI server chains them: reasoning parser ``qwen3``, then the tool
+parser (``hermes`` or ``qwen3_xml``) on the content.
+"""
+
+import json
+import logging
+import sys
+
+
+def main() -> None:
+    logging.disable(logging.WARNING)
+    from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+    from vllm.reasoning import ReasoningParserManager
+    from vllm.tool_parsers import ToolParserManager
+
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(sys.argv[1], local_files_only=True)
+    reasoning_cls = ReasoningParserManager.get_reasoning_parser("qwen3")
+    tool_cls = {f: ToolParserManager.get_tool_parser(n) for f, n in (("hermes", "hermes"), ("xml", "qwen3_xml"))}
+    for line in sys.stdin:
+        rec = json.loads(line)
+        try:
+            kwargs = {"enable_thinking": bool(rec.get("thinking", True))}
+            tools = [t if "function" in t else {"type": "function", "function": t} for t in rec.get("tools") or []]
+            request = ChatCompletionRequest(
+                model="m", messages=[{"role": "user", "content": "x"}], tools=tools or None,
+                tool_choice=rec.get("tool_choice", "auto") if tools else None, chat_template_kwargs=kwargs)
+            reasoning, content = reasoning_cls(tokenizer, chat_template_kwargs=kwargs).extract_reasoning(
+                rec["text"], request)
+            calls = []
+            if content is not None and rec.get("tool_choice", "auto") != "none":
+                info = tool_cls[rec["family"]](tokenizer, request.tools).extract_tool_calls(content, request)
+                if info.tools_called:
+                    calls = [{"name": c.function.name, "arguments": json.loads(c.function.arguments)}
+                             for c in info.tool_calls]
+                    content = info.content
+            out = {"id": rec["id"], "reasoning": reasoning, "content": content, "tool_calls": calls}
+        except Exception as e:  # reported per record; the gate counts it as a divergence
+            out = {"id": rec.get("id"), "error": f"{type(e).__name__}: {e}"}
+        print(json.dumps(out, ensure_ascii=False), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,497 @@
+"""tb_interpret: the one interpreter of model output, shared by training, evaluation and serving.
+
+A completion of a Qwen model (text, or the token ids it generated) is read into a `Completion`:
+reasoning, content, tool calls with arguments typed by the tool's JSON schema, and how the turn
+finished. Two tool-call formats exist, chosen per model family in config:
+
+- ``hermes`` (Qwen3, Qwen3-2507): ``<tool_call>\\n{"name": N, "arguments": {...}}\\n</tool_call>``
+- ``xml`` (Qwen3-Coder, Qwen3.5+, vLLM's ``qwen3_xml``):
+  ``<tool_call>\\n<function=N>\\n<parameter=P>\\nV\\n</parameter>\\n</function>\\n</tool_call>``
+
+Rendering (messages -> Qwen chat text) and token deltas for training live in `tb_render` and are
+re-exported here, so this module is the single entry point.
+
+Reasoning. With thinking on, an optional leading ``<think>`` is dropped, text up to the first
+``</think>`` is reasoning (``\\n`` stripped each side, as the chat template writes it) and the rest
+is content (leading ``\\n`` stripped). No ``</think>`` means the turn was cut inside its reasoning:
+all of it is reasoning. With thinking off there is no reasoning.
+
+Argument typing (XML values are strings; the rules of the locked vLLM, 0.27.1):
+one ``\\n`` is stripped each side of a value; the schema's types (``type``, list of types,
+``enum`` values, ``anyOf``/``oneOf``/``allOf``, aliases such as ``int``/``bool``) are tried in the
+order null (the literal ``null``, any case) -> integer (``int()``) -> number (finite ``float()``,
+integral values become int) -> boolean (``true``/``1``, ``false``/``0``, any case) ->
+object/array (``json.loads``, finite) -> string (the raw value). When no listed type accepts the
+value, a finite ``json.loads`` of it is used, else the raw string. A parameter without a schema
+stays a string. Hermes arguments are JSON already and are not coerced.
+
+Written policies (each tested; the differences from vLLM are listed in docs/interpret.md):
+- a truncated call (no closing tag before the end of the text) is never executed;
+- a call inside the reasoning block is not executed (it is counted in ``calls_in_reasoning``);
+- an unknown tool is not executed: the agent is told it does not exist and which tools do;
+- an unknown parameter, a missing required one or a schema violation is not executed: the agent
+  is told the validation error;
+- Python-repr values are not evaluated; ``True``/``False`` pass as booleans (vLLM's rule) and
+  ``None`` where the schema admits null reads as null (Qwen3.5's template writes null that way);
+  ``{'a': 1}`` stays a string and so fails validation of an object parameter;
+- text between and after calls is content (segments joined by ``\\n``);
+- several calls are kept in order and run sequentially by the caller;
+- a call in the other family's format is not executed (``wrong_format``), and the agent is told.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Literal, Mapping, Sequence
+
+from jsonschema import validators
+
+Family = Literal["hermes", "xml"]
+FAMILIES: tuple[Family, ...] = ("hermes", "xml")
+Finish = Literal["stop", "tool_calls", "length"]
+CallProblem = Literal["truncated", "malformed", "unknown_tool", "invalid_arguments", "wrong_format"]
+
+THINK_START, THINK_END = "<think>", "</think>"
+CALL_START, CALL_END = "<tool_call>", "</tool_call>"
+FUNC_START, FUNC_END = "<function=", "</function>"
+PARAM_START, PARAM_END = "<parameter=", "</parameter>"
+STOP_TOKENS = ("<|im_end|>", "<|endoftext|>")
+
+
+class InterpretError(ValueError):
+    """The interpreter was used wrongly (unknown family, bad tool schema, server-parsed response)."""
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One callable tool: its name and the JSON schema of its arguments."""
+
+    name: str
+    parameters: Mapping[str, Any]
+    validator: Any = field(repr=False, compare=False)
+
+    @property
+    def properties(self) -> Mapping[str, Any]:
+        props = self.parameters.get("properties")
+        return props if isinstance(props, Mapping) else {}
+
+
+class Toolset:
+    """The tools offered in one conversation, by name, with compiled schema validators.
+
+    Accepts OpenAI-style entries (``{"type": "function", "function": {...}}``) or bare
+    ``{"name", "parameters"}`` ones. Build it once per episode and reuse it for every turn.
+    """
+
+    def __init__(self, tools: Iterable[Mapping[str, Any]]):
+        self.tools: dict[str, Tool] = {}
+        for i, entry in enumerate(tools):
+            spec = entry.get("function", entry) if isinstance(entry, Mapping) else None
+            if not isinstance(spec, Mapping) or not isinstance(spec.get("name"), str):
+                raise InterpretError(f"tool #{i}: expected an object with a string 'name', got {entry!r:.120}")
+            params = spec.get("parameters") or {"type": "object", "properties": {}}
+            if not isinstance(params, Mapping):
+                raise InterpretError(f"tool {spec['name']!r}: 'parameters' must be a JSON schema object")
+            cls = validators.validator_for(params)
+            try:
+                cls.check_schema(params)
+            except Exception as e:  # jsonschema.SchemaError; message names the bad keyword
+                raise InterpretError(f"tool {spec['name']!r}: invalid parameters schema: {e}") from None
+            self.tools[spec["name"]] = Tool(spec["name"], params, cls(params))
+
+    def get(self, name: str) -> Tool | None:
+        return self.tools.get(name)
+
+    def __len__(self) -> int:
+        return len(self.tools)
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A call the model wrote. ``problem`` set means it must not run; ``message`` is then the
+    text the agent is told instead of a tool result."""
+
+    name: str
+    arguments: dict[str, Any]
+    problem: CallProblem | None = None
+    message: str | None = None
+
+    @property
+    def executable(self) -> bool:
+        return self.problem is None
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One assistant turn, interpreted."""
+
+    reasoning: str | None
+    content: str
+    calls: tuple[ToolCall, ...]
+    finish: Finish
+    calls_in_reasoning: int = 0
+
+    @property
+    def tool_calls(self) -> tuple[ToolCall, ...]:
+        """The calls to execute, in order."""
+        return tuple(c for c in self.calls if c.executable)
+
+    def to_message(self) -> dict[str, Any]:
+        """The OpenAI-style assistant message (executable calls only), e.g. for the history."""
+        msg: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.reasoning is not None:
+            msg["reasoning_content"] = self.reasoning
+        if self.tool_calls:
+            msg["tool_calls"] = [{"type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                                 for c in self.tool_calls]
+        return msg
+
+
+# ---------------------------------------------------------------- argument typing
+
+_TYPE_ALIASES = {
+    "str": "string", "text": "string", "varchar": "string", "char": "string", "enum": "string",
+    "int": "integer", "int32": "integer", "int64": "integer", "uint": "integer", "uint32": "integer",
+    "uint64": "integer", "long": "integer", "short": "integer", "unsigned": "integer",
+    "float": "number", "float32": "number", "float64": "number", "double": "number",
+    "bool": "boolean", "dict": "object", "arr": "array", "list": "array", "sequence": "array",
+}
+_ENUM_TYPES = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"),
+               (list, "array"), (dict, "object"))
+
+
+def schema_types(schema: Any) -> set[str]:
+    """JSON types a schema admits: ``type`` (str or list), ``enum`` values, ``anyOf``/``oneOf``/
+    ``allOf`` branches; ``{"string"}`` when nothing says otherwise."""
+    if not isinstance(schema, Mapping):
+        return {"string"}
+    out: set[str] = set()
+    t = schema.get("type")
+    for x in [t] if isinstance(t, str) else (t if isinstance(t, list) else []):
+        if isinstance(x, str):
+            out.add(_TYPE_ALIASES.get(x.strip().lower(), x.strip().lower()))
+    enum = schema.get("enum")
+    if isinstance(enum, list):
+        for v in enum:
+            out.add("null" if v is None else next((n for k, n in _ENUM_TYPES if isinstance(v, k)), "string"))
+    for key in ("anyOf", "oneOf", "allOf"):
+        if isinstance(schema.get(key), list):
+            for branch in schema[key]:
+                out |= schema_types(branch)
+    return out or {"string"}
+
+
+def _finite(v: Any) -> bool:
+    try:
+        json.dumps(v, allow_nan=False)
+        return True
+    except (ValueError, TypeError):
+        return False
+
+
+def coerce(value: str, schema: Any) -> Any:
+    """Type one XML parameter value by its schema (rules in the module docstring)."""
+    types = schema_types(schema)
+    for t in ("null", "integer", "number", "boolean", "object", "array", "string"):
+        if t not in types:
+            continue
+        if t == "null":
+            if value.lower() == "null" or value == "None":  # "None": Python repr, see policies
+                return None
+        elif t == "string":
+            return value
+        elif t == "integer":
+            try:
+                return int(value)
+            except ValueError:
+                pass
+        elif t == "number":
+            try:
+                f = float(value)
+            except ValueError:
+                continue
+            if math.isfinite(f):
+                return int(f) if f == int(f) else f
+        elif t == "boolean":
+            low = value.strip().lower()
+            if low in ("true", "1"):
+                return True
+            if low in ("false", "0"):
+                return False
+        else:
+            try:
+                parsed = json.loads(value)
+            except ValueError:
+                continue
+            if _finite(parsed):
+                return parsed
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        return value
+    return parsed if _finite(parsed) else value
+
+
+def _trim_newline(v: str) -> str:
+    if v.startswith("\n"):
+        v = v[1:]
+    return v[:-1] if v.endswith("\n") else v
+
+
+# ---------------------------------------------------------------- validation
+
+def _check(name: str, args: dict[str, Any], toolset: Toolset | None) -> ToolCall:
+    """Validate a well-formed call against the offered tools."""
+    if toolset is None:
+        return ToolCall(name, args)
+    tool = toolset.get(name)
+    if tool is None:
+        known = ", ".join(sorted(toolset.tools)) or "(none)"
+        return ToolCall(name, args, "unknown_tool",
+                        f"Error: tool '{name}' does not exist. Available tools: {known}.")
+    props = tool.properties
+    if props or tool.parameters.get("additionalProperties") is False:
+        unknown = [k for k in args if k not in props]
+        if unknown:
+            return ToolCall(name, args, "invalid_arguments",
+                            f"Error: tool '{name}' has no parameter(s) {', '.join(map(repr, unknown))}. "
+                            f"Valid parameters: {', '.join(props) or '(none)'}.")
+    err = next(iter(tool.validator.iter_errors(args)), None)
+    if err is not None:
+        where = "/".join(str(p) for p in err.absolute_path)
+        return ToolCall(name, args, "invalid_arguments",
+                        f"Error: invalid arguments for tool '{name}'"
+                        f"{f' at {where!r}' if where else ''}: {err.message}.")
+    return ToolCall(name, args)
+
+
+def _bad(name: str, problem: CallProblem, why: str) -> ToolCall:
+    return ToolCall(name, {}, problem, f"Error: {why}")
+
+
+# ---------------------------------------------------------------- hermes (JSON) calls
+
+_decoder = json.JSONDecoder()
+_WS = re.compile(r"\s*")
+
+
+def _hermes_calls(text: str, toolset: Toolset | None) -> tuple[list[ToolCall], list[str]]:
+    calls: list[ToolCall] = []
+    segments: list[str] = []
+    pos = 0
+    while (start := text.find(CALL_START, pos)) != -1:
+        segments.append(text[pos:start])
+        body = start + len(CALL_START)
+        close = text.find(CALL_END, body)
+        obj_start = _WS.match(text, body).end()
+        try:
+            obj, end = _decoder.raw_decode(text, obj_start)
+        except ValueError:
+            obj, end = None, -1
+        if obj is not None:
+            after = _WS.match(text, end).end()
+            if after == len(text):
+                calls.append(_bad(_name_of(obj), "truncated", "the tool call was cut off before </tool_call>; it was not executed."))
+                return calls, segments
+            if text.startswith(CALL_END, after):
+                calls.append(_hermes_call(obj, toolset))
+                pos = after + len(CALL_END)
+                continue
+        if close == -1:
+            calls.append(_bad("", "truncated", "the tool call was cut off before </tool_call>; it was not executed."))
+            return calls, segments
+        nxt = text.find(CALL_START, body, close)
+        stop = nxt if nxt != -1 else close
+        raw = text[body:stop].strip()
+        if raw.startswith(FUNC_START):
+            calls.append(_bad(_xml_name(raw), "wrong_format",
+                              'tool calls must be JSON: <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>.'))
+        else:
+            calls.append(_bad("", "malformed", f"the tool call is not a valid JSON object: {raw[:200]!r}."))
+        pos = nxt if nxt != -1 else close + len(CALL_END)
+    segments.append(text[pos:])
+    return calls, segments
+
+
+def _name_of(obj: Any) -> str:
+    return obj.get("name") if isinstance(obj, dict) and isinstance(obj.get("name"), str) else ""
+
+
+def _hermes_call(obj: Any, toolset: Toolset | None) -> ToolCall:
+    name = _name_of(obj)
+    if not name:
+        return _bad("", "malformed", 'a tool call needs a string "name".')
+    args = obj.get("arguments", {})
+    if not isinstance(args, dict):
+        return _bad(name, "malformed", f'"arguments" of tool \'{name}\' must be a JSON object.')
+    return _check(name, args, toolset)
+
+
+# ---------------------------------------------------------------- xml calls
+
+_XML_START = re.compile(r"<tool_call>|<function=")
+_PARAM = re.compile(r"<parameter=([^>]*)>")
+
+
+def _xml_name(raw: str) -> str:
+    m = re.match(r"<function=([^>\n]*)>", raw)
+    return m.group(1).strip() if m else ""
+
+
+def _xml_calls(text: str, toolset: Toolset | None) -> tuple[list[ToolCall], list[str]]:
+    calls: list[ToolCall] = []
+    segments: list[str] = []
+    pos = 0
+    cut = "the tool call was cut off before it was closed; it was not executed."
+    while (m := _XML_START.search(text, pos)) is not None:
+        segments.append(text[pos:m.start()])
+        wrapped = m.group() == CALL_START
+        fpos = _WS.match(text, m.end()).end() if wrapped else m.start()
+        if wrapped and not text.startswith(FUNC_START, fpos):
+            close = text.find(CALL_END, fpos)
+            if close == -1:
+                calls.append(_bad("", "truncated", cut))
+                return calls, segments
+            raw = text[fpos:close].strip()
+            why = ("tool calls must use <function=NAME><parameter=P>value</parameter></function> inside "
+                   "<tool_call></tool_call>, not JSON." if raw.startswith("{") else
+                   f"the tool call has no <function=NAME>: {raw[:200]!r}.")
+            calls.append(_bad(_name_of(_try_json(raw)), "wrong_format" if raw.startswith("{") else "malformed", why))
+            pos = close + len(CALL_END)
+            continue
+        name_end = text.find(">", fpos)
+        fend = text.find(FUNC_END, fpos)
+        if name_end == -1 or fend == -1:
+            # no </function> anywhere after: cut by the length limit unless another call follows
+            nxt = _XML_START.search(text, (name_end if name_end != -1 else fpos) + 1)
+            if nxt is None:
+                calls.append(_bad(_xml_name(text[fpos:]), "truncated", cut))
+                return calls, segments
+            calls.append(_bad(_xml_name(text[fpos:]), "malformed", "a tool call is missing </function>."))
+            pos = nxt.start()
+            continue
+        wclose = text.find(CALL_END, fpos) if wrapped else -1
+        if wrapped and wclose != -1 and wclose < fend:
+            calls.append(_bad(_xml_name(text[fpos:]), "malformed", "a tool call is missing </function>."))
+            pos = wclose + len(CALL_END)
+            continue
+        name = text[fpos + len(FUNC_START):name_end].strip()
+        call = _xml_call(name, text[name_end + 1:fend], toolset) if name_end < fend else \
+            _bad("", "malformed", "<function=NAME> is missing its closing '>'.")
+        pos = fend + len(FUNC_END)
+        if wrapped:
+            after = _WS.match(text, pos).end()
+            if after == len(text):
+                calls.append(_bad(call.name, "truncated", cut))
+                return calls, segments
+            if text.startswith(CALL_END, after):
+                pos = after + len(CALL_END)
+        calls.append(call)
+    segments.append(text[pos:])
+    return calls, segments
+
+
+def _try_json(raw: str) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
+
+
+def _xml_call(name: str, body: str, toolset: Toolset | None) -> ToolCall:
+    if not name:
+        return _bad("", "malformed", "<function=NAME> has an empty name.")
+    tool = toolset.get(name) if toolset is not None else None
+    props = tool.properties if tool is not None else {}
+    args: dict[str, Any] = {}
+    pos = 0
+    while (m := _PARAM.search(body, pos)) is not None:
+        pname = m.group(1).strip()
+        end = body.find(PARAM_END, m.end())
+        nxt = _PARAM.search(body, m.end())
+        if end == -1 or (nxt is not None and nxt.start() < end):
+            return _bad(name, "malformed", f"parameter '{pname}' of tool '{name}' is missing </parameter>.")
+        value = _trim_newline(body[m.end():end])
+        args[pname] = coerce(value, props[pname]) if pname in props else value
+        pos = end + len(PARAM_END)
+    return _check(name, args, toolset)
+
+
+# ---------------------------------------------------------------- reasoning and entry points
+
+def split_reasoning(text: str, thinking: bool) -> tuple[str | None, str]:
+    """(reasoning, rest) by the rules in the module docstring."""
+    if not thinking:
+        return None, text
+    s = text
+    lead = len(s) - len(s.lstrip())
+    if s.startswith(THINK_START, lead):
+        s = s[lead + len(THINK_START):]
+    end = s.find(THINK_END)
+    if end == -1:
+        return s.strip("\n"), ""
+    return s[:end].strip("\n"), s[end + len(THINK_END):].lstrip("\n")
+
+
+def parse(text: str, *, family: Family, tools: Toolset | Iterable[Mapping[str, Any]] | None = None,
+          thinking: bool = True, finish: Literal["stop", "length"] = "stop",
+          tool_choice: Literal["auto", "none"] = "auto") -> Completion:
+    """Interpret the text of one assistant turn (without its ``<|im_end|>``).
+
+    ``tools`` None parses calls without checking names or typing arguments (values stay strings);
+    ``tool_choice="none"`` reads every call as plain content, as the request forbade calls.
+    """
+    if family not in FAMILIES:
+        raise InterpretError(f"unknown model family {family!r}; expected one of {', '.join(FAMILIES)}")
+    toolset = tools if isinstance(tools, Toolset) or tools is None else Toolset(tools)
+    reasoning, rest = split_reasoning(text, thinking)
+    marker = CALL_START if family == "hermes" else FUNC_START
+    in_reasoning = reasoning.count(marker) if reasoning else 0
+    if tool_choice == "none":
+        return Completion(reasoning, rest.strip(), (), finish, in_reasoning)
+    calls, segments = (_hermes_calls if family == "hermes" else _xml_calls)(rest, toolset)
+    content = "\n".join(s.strip() for s in segments if s.strip())
+    if finish == "stop" and any(c.executable for c in calls):
+        finish = "tool_calls"
+    return Completion(reasoning, content, tuple(calls), finish, in_reasoning)
+
+
+def parse_ids(ids: Sequence[int], tokenizer: Any, **kw: Any) -> Completion:
+    """Training path: interpret generated token ids. A final stop token (``<|im_end|>`` or
+    ``<|endoftext|>``) means the turn ended; its absence means the length limit cut it.
+    Decoding skips special tokens, as an OpenAI-compatible server does, so both paths read the
+    same text."""
+    stop_ids = {tokenizer.convert_tokens_to_ids(t) for t in STOP_TOKENS}
+    finish: Literal["stop", "length"] = "stop" if ids and ids[-1] in stop_ids else "length"
+    return parse(tokenizer.decode(list(ids), skip_special_tokens=True), finish=finish, **kw)
+
+
+def parse_response(response: Mapping[str, Any], **kw: Any) -> Completion:
+    """Evaluation path: interpret an OpenAI chat-completion response (dict) of a server that
+    runs no tool or reasoning parser of its own."""
+    try:
+        choice = response["choices"][0]
+        msg = choice["message"]
+    except (KeyError, IndexError, TypeError):
+        raise InterpretError("response has no choices[0].message") from None
+    if msg.get("tool_calls"):
+        raise InterpretError("the server parsed tool calls itself; turn its tool parser off so that "
+                             "tb_interpret stays the only interpreter")
+    finish: Literal["stop", "length"] = "length" if choice.get("finish_reason") == "length" else "stop"
+    text = msg.get("content") or ""
+    split = msg.get("reasoning_content", msg.get("reasoning"))
+    if split is not None:  # the server split reasoning: rebuild the text the model wrote
+        text = f"{THINK_START}\n{split}\n{THINK_END}\n\n{text}"
+    return parse(text, finish=finish, **kw)
+
+
+from trainer.core.tb_render import TokenTrajectory, merge_system, render  # noqa: E402  (re-export)
+
+__all__ = [
+    "Completion", "ToolCall", "Tool", "Toolset", "InterpretError", "Family", "FAMILIES",
+    "parse", "parse_ids", "parse_response", "split_reasoning", "coerce", "schema_types",
+    "render", "merge_system", "TokenTrajectory",
+]

@@ -84,7 +84,7 @@ class ServerSpec:
     endpoint: str | None = None  # mcp-remote: URL
     transport: str = "streamable-http"  # mcp-remote: only streamable HTTP is supported
     headers: dict[str, str] = field(default_factory=dict)  # mcp-remote: sent with every request
-    mode: str = "auto"  # MCP negotiation: "auto" (discover, else initialize) or "legacy"
+    mode: str = "legacy"  # external servers: "legacy" (initialize, 2025-11-25; the reference generation) or "auto"
 
 
 def _load_factory(ref: str, base: Path) -> Callable[[], Any]:
@@ -152,7 +152,7 @@ class ServerRegistry:
                     specs[name] = ServerSpec(
                         name, "mcp-process", command=[str(c).replace("{python}", py) for c in cmd],
                         env={str(k): str(v) for k, v in (e.get("env") or {}).items()}, cwd=cwd,
-                        mode=e.get("mode", "auto"))
+                        mode=e.get("mode", "legacy"))
                 elif kind == "mcp-remote":
                     if e.get("transport", "streamable-http") not in ("streamable-http", "http"):
                         raise ValueError(f"transport {e.get('transport')!r} is not supported "
@@ -161,7 +161,7 @@ class ServerRegistry:
                         raise ValueError("needs an endpoint")
                     specs[name] = ServerSpec(name, "mcp-remote", endpoint=str(e["endpoint"]),
                                              headers={str(k): str(v) for k, v in (e.get("headers") or {}).items()},
-                                             mode=e.get("mode", "auto"))
+                                             mode=e.get("mode", "legacy"))
                 elif kind == "in-process":
                     specs[name] = ServerSpec(name, "in-process", factory=_load_factory(str(e.get("factory")), path.parent))
                 else:

@@ -1,0 +1,104 @@
+"""The grader's rules (TASK_FORMAT.md §3) on a real fixture dataset, in-process and isolated."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from trainer.env.context import Judge, JudgeUnavailable, TestContext
+from trainer.env.grader import Verdict, context_from_json, context_to_json, grade
+
+DATASET = Path(__file__).parent / "fixtures" / "datasets" / "grading"
+
+
+@pytest.fixture(scope="module")
+def tasks():
+    from trainer.env.tasks import load_dataset
+    return load_dataset(DATASET, strict=True).tasks
+
+
+def ctx(count: int = 2, response: str = "") -> TestContext:
+    return TestContext(response=response, effects={"notes": {"count": count}},
+                       messages=[{"role": "user", "content": "hello"}])
+
+
+class Scripted(Judge):
+    def __init__(self, answer: bool):
+        self.answer, self.asked = answer, []
+
+    def text_yesno(self, text: str, question: str) -> bool:
+        self.asked.append((text, question))
+        return self.answer
+
+
+def line_of(task, needle: str) -> int:
+    return next(i for i, line in enumerate(task.file.read_text().splitlines(), 1) if needle in line)
+
+
+@pytest.mark.parametrize("isolate", [False, True], ids=["in-process", "subprocess"])
+def test_rules(tasks, isolate):
+    t = lambda name: tasks[f"grading_cases.py:{name}"]  # noqa: E731
+    v = grade(t("test_passes"), ctx(), isolate=isolate)
+    assert (v.passed, v.reward, v.system_error, v.explanation, v.lineno) == (True, 1.0, None, "", None)
+
+    v = grade(t("test_fails"), ctx(), isolate=isolate)
+    assert (v.passed, v.reward, v.system_error) == (False, 0.0, None)
+    assert v.explanation == "expected 3 notes, found 2"
+    assert v.lineno == line_of(t("test_fails"), "assert count == 3")
+
+    v = grade(t("test_bare_assert"), ctx(), isolate=isolate)
+    assert not v.passed and v.system_error is None and v.explanation == "AssertionError()"
+
+    v = grade(t("test_partial"), ctx(), isolate=isolate)
+    assert (v.passed, v.reward, v.system_error) == (False, 0.25, None)
+    v = grade(t("test_over_one"), ctx(), isolate=isolate)
+    assert (v.passed, v.reward) == (True, 1.0)
+
+    v = grade(t("test_crashes"), ctx(), isolate=isolate)
+    assert not v.passed and v.reward == 0.0 and v.system_error.startswith("KeyError")
+    assert v.lineno == line_of(t("test_crashes"), 'x.effects["missing_server"]')
+
+    v = grade(t("test_fixture"), ctx(), isolate=isolate)
+    assert v.passed, v
+    assert not grade(t("test_fixture"), ctx(count=5), isolate=isolate).passed
+
+
+@pytest.mark.parametrize("isolate", [False, True], ids=["in-process", "subprocess"])
+def test_judge_answers_and_records(tasks, isolate):
+    task = tasks["grading_cases.py:test_asks_judge"]
+    yes, no = Scripted(True), Scripted(False)
+    v = grade(task, ctx(response="thank you!"), yes, isolate=isolate)
+    assert v.passed and v.judge_calls == [{"question": "Is the reply polite?", "answer": True}]
+    assert yes.asked == [("thank you!", "Is the reply polite?")]  # the parent's judge was asked
+    v = grade(task, ctx(response="go away"), no, isolate=isolate)
+    assert not v.passed and v.system_error is None and v.explanation == "the reply is not polite"
+
+
+@pytest.mark.parametrize("isolate", [False, True], ids=["in-process", "subprocess"])
+def test_no_judge_configured_is_a_system_error(tasks, isolate):
+    v = grade(tasks["grading_cases.py:test_asks_judge"], ctx(response="hi"), isolate=isolate)
+    assert not v.passed and v.reward == 0.0
+    assert v.system_error.startswith("JudgeUnavailable") and "no judge is configured" in v.system_error
+
+    class Down(Judge):
+        def text_yesno(self, text, question):
+            raise JudgeUnavailable("judge unreachable after 4 attempts")
+
+    v = grade(tasks["grading_cases.py:test_asks_judge"], ctx(response="hi"), Down(), isolate=isolate)
+    assert v.system_error and "unreachable" in v.system_error
+
+
+def test_hostile_test_cannot_take_the_grader_down(tasks):
+    v = grade(tasks["grading_cases.py:test_exits"], ctx(), isolate=True)
+    assert not v.passed and "exited with 9" in v.system_error
+
+
+def test_verdict_and_context_are_json():
+    v = Verdict(False, 0.0, None, "why", 12, [{"question": "q", "answer": None}])
+    assert Verdict.from_dict(json.loads(json.dumps(v.to_dict()))) == v
+    from trainer.env.context import ToolCall, ToolCallRecord
+    c = TestContext(response="r", effects={"s": {"a": 1}},
+                    tool_calls=[ToolCallRecord(ToolCall("t", {"x": 1}, "c1"), "ok")], session_id="s1")
+    assert context_from_json(json.loads(json.dumps(context_to_json(c)))) == c

@@ -225,12 +225,13 @@ def run_vllm(records: list[Record], tokenizer_dir: Path, python: Path) -> dict[s
 
 def run_parity(records: list[Record], tok: Any, *, against: str | None = None,
                tokenizer_dir: Path | None = None, vllm_python: Path | None = None,
-               interpret: Any = ti) -> ParityReport:
-    """Replay every record through both paths (and vLLM when asked); see the module docstring."""
+               interpret: Any = ti, eval_interpret: Any = None) -> ParityReport:
+    """Replay every record through both paths (and vLLM when asked); see the module docstring.
+    ``interpret``/``eval_interpret`` let a test plant a bug in one side."""
     findings: list[Finding] = []
     ours = {}
     for rec in records:
-        a, b = training_path(rec, tok, interpret), evaluation_path(rec, interpret)
+        a, b = training_path(rec, tok, interpret), evaluation_path(rec, eval_interpret or interpret)
         ours[rec.id] = a
         if d := compare(a, b):
             findings.append(Finding(rec.id, "paths", d))

@@ -253,18 +253,18 @@ class ServerConnection:
             with anyio.fail_after(self.open_timeout):
                 self.tools = {t.name: t for t in (await self._client.list_tools()).tools}
         except BaseException as e:
-            await self._close_quietly()
-            if isinstance(e, TimeoutError):
-                raise SandboxError(self.spec.name, "connect", f"no answer within {self.open_timeout}s") from None
+            await self._close_quietly(keep_log=True)  # the process is gone: its stderr is complete
+            cause = f"no answer within {self.open_timeout}s" if isinstance(e, TimeoutError) else self._cause(e)
+            self._close_log()
             if isinstance(e, Exception):
-                raise SandboxError(self.spec.name, "connect", self._cause(e)) from e
+                raise SandboxError(self.spec.name, "connect", cause) from e
             raise
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
         await self._close_quietly()
 
-    async def _close_quietly(self) -> None:
+    async def _close_quietly(self, keep_log: bool = False) -> None:
         stack, self._stack, self._client = self._stack, None, None
         if stack is not None:
             # No shield here: the client's own scopes were opened outside this frame and must
@@ -273,6 +273,10 @@ class ServerConnection:
                 await stack.aclose()
             except Exception as e:  # a dead server may fail its own shutdown
                 log.debug("closing %s: %s", self.spec.name, e)
+        if not keep_log:
+            self._close_log()
+
+    def _close_log(self) -> None:
         if self._errlog is not None:
             self._errlog.close()
             self._errlog = None

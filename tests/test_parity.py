@@ -1,0 +1,111 @@
+"""The parity gate: `tbt parity` on records produced here exits 0; a planted typing bug fails it;
+with the vLLM parsers environment built, the corpus diverges from vLLM only on the allowlist."""
+
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from trainer.core import parity as P
+from trainer.core import tb_interpret as ti
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = json.loads((Path(__file__).parent / "conformance" / "corpus.json").read_text())
+app = typer.Typer()
+app.command()(P.parity_command)
+runner = CliRunner()
+TOKDIR = P.default_tokenizer()
+TOK = P.load_tokenizer(TOKDIR)
+VLLM_PY = Path(os.environ.get("TBT_VLLM_PYTHON", ROOT / ".deps/vllm-parsers/bin/python"))
+
+
+def corpus_records() -> list[dict]:
+    keep = set(P.Record.__dataclass_fields__)
+    return [{**{k: v for k, v in c.items() if k in keep}, "tools": CORPUS["tools"]} for c in CORPUS["cases"]]
+
+
+def generated_records() -> list[dict]:
+    """Outputs as a model writes them: the template's own assistant turns, with real token ids."""
+    recs = []
+    for fam in ("hermes", "xml"):
+        for i, args in enumerate([{"order_id": 3}, {"order_id": 4, "note": "x\ny", "limit": None, "urgent": False}]):
+            msg = {"role": "assistant", "content": "On it.", "reasoning_content": f"Step {i}.",
+                   "tool_calls": [{"function": {"name": "get_order" if i == 0 else "update_order", "arguments": args}}]}
+            user = [{"role": "user", "content": "q"}]
+            text = ti.render(user + [msg], family=fam, tools=CORPUS["tools"])
+            text = text[len(ti.render(user, family=fam, tools=CORPUS["tools"], add_generation_prompt=True, enable_thinking=False)) - len("<think>\n\n</think>\n\n"):]
+            text = text.removesuffix("<|im_end|>\n")
+            ids = TOK.encode(text, add_special_tokens=False) + [TOK.convert_tokens_to_ids("<|im_end|>")]
+            recs.append({"id": f"gen-{fam}-{i}", "family": fam, "tools": CORPUS["tools"], "text": text,
+                         "token_ids": ids, "thinking": True})
+    return recs
+
+
+@pytest.fixture
+def records_file(tmp_path):
+    path = tmp_path / "records.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in corpus_records() + generated_records()))
+    return path
+
+
+def test_parity_on_records_produced_here_exits_0(records_file):
+    res = runner.invoke(app, [str(records_file)])
+    assert res.exit_code == 0, res.output
+    assert "0 difference(s)" in res.output
+    recs = P.load_records(records_file)
+    assert any(r.token_ids for r in recs) and len(recs) == len(CORPUS["cases"]) + 4
+    gen = P.training_path(recs[-1], TOK)
+    assert gen.tool_calls[0].arguments == {"order_id": 4, "note": "x\ny", "limit": None, "urgent": False}
+
+
+def _buggy_interpreter():
+    """A copy of tb_interpret whose integer typing is wrong (int -> float)."""
+    src = Path(ti.__file__).read_text()
+    assert "return int(value)" in src
+    spec = importlib.util.spec_from_loader("tb_interpret_buggy", loader=None)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["tb_interpret_buggy"] = mod
+    exec(compile(src.replace("return int(value)", "return float(value)"), "tb_interpret_buggy", "exec"), mod.__dict__)
+    return mod
+
+
+def test_planted_typing_bug_fails_the_gate(records_file):
+    recs = P.load_records(records_file)
+    report = P.run_parity(recs, TOK, eval_interpret=_buggy_interpreter())
+    assert not report.ok
+    bad = {f.id for f in report.failures}
+    assert {"x-single", "x-typing"} <= bad and "h-single" not in bad  # hermes JSON is not coerced
+    assert all(f.kind == "paths" for f in report.failures)
+
+
+def test_record_errors_name_file_line_and_field(tmp_path):
+    path = tmp_path / "r.jsonl"
+    path.write_text('{"id": "a", "family": "hermes", "text": "x", "tools": []}\n{"id": "b", "family": "json", "text": "x"}\n')
+    res = runner.invoke(app, [str(path)])
+    assert res.exit_code == 2 and f"{path}:2: field 'family'" in res.output
+
+
+def test_against_vllm_without_its_environment_is_a_clear_error(records_file, tmp_path):
+    res = runner.invoke(app, [str(records_file), "--against", "vllm", "--vllm-python", str(tmp_path / "none/python")])
+    assert res.exit_code == 2 and "scripts/setup_vllm_parsers_env.sh" in res.output
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not VLLM_PY.exists(), reason="vLLM parsers env not built: bash scripts/setup_vllm_parsers_env.sh")
+def test_against_vllm_diverges_only_on_the_allowlist(records_file):
+    recs = P.load_records(records_file)
+    refs = P.run_vllm(recs, TOKDIR, VLLM_PY)
+    report = P.run_parity(recs, TOK, against="vllm", vllm_refs=refs)
+    assert report.ok, [f for f in report.failures]
+    allowed = {f.id: set(f.allowed_by) for f in report.findings if f.kind == "vllm-allowed"}
+    for case in CORPUS["cases"]:  # the corpus's vllm column is exactly what vLLM 0.27.1 does
+        assert (case["vllm"] == "same") == (case["id"] not in allowed), case["id"]
+        if case["vllm"] != "same":
+            assert set(case["vllm"]) <= allowed[case["id"]]
+    buggy = P.run_parity(recs, TOK, against="vllm", vllm_refs=refs, interpret=_buggy_interpreter())
+    assert {"x-single", "x-typing"} <= {f.id for f in buggy.failures if f.kind == "vllm"}

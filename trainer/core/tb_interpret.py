@@ -78,6 +78,13 @@ class Tool:
         props = self.parameters.get("properties")
         return props if isinstance(props, Mapping) else {}
 
+    @property
+    def types(self) -> dict[str, set[str]]:
+        """JSON types each parameter admits, computed once (typing runs for every value)."""
+        if "_types" not in self.__dict__:
+            object.__setattr__(self, "_types", {k: schema_types(v) for k, v in self.properties.items()})
+        return self.__dict__["_types"]
+
 
 class Toolset:
     """The tools offered in one conversation, by name, with compiled schema validators.
@@ -194,7 +201,10 @@ def _finite(v: Any) -> bool:
 
 def coerce(value: str, schema: Any) -> Any:
     """Type one XML parameter value by its schema (rules in the module docstring)."""
-    types = schema_types(schema)
+    return _coerce(value, schema_types(schema))
+
+
+def _coerce(value: str, types: set[str]) -> Any:
     for t in ("null", "integer", "number", "boolean", "object", "array", "string"):
         if t not in types:
             continue
@@ -405,7 +415,7 @@ def _xml_call(name: str, body: str, toolset: Toolset | None) -> ToolCall:
     if not name:
         return _bad("", "malformed", "<function=NAME> has an empty name.")
     tool = toolset.get(name) if toolset is not None else None
-    props = tool.properties if tool is not None else {}
+    types = tool.types if tool is not None else {}
     args: dict[str, Any] = {}
     pos = 0
     while (m := _PARAM.search(body, pos)) is not None:
@@ -415,7 +425,7 @@ def _xml_call(name: str, body: str, toolset: Toolset | None) -> ToolCall:
         if end == -1 or (nxt is not None and nxt.start() < end):
             return _bad(name, "malformed", f"parameter '{pname}' of tool '{name}' is missing </parameter>.")
         value = _trim_newline(body[m.end():end])
-        args[pname] = coerce(value, props[pname]) if pname in props else value
+        args[pname] = _coerce(value, types[pname]) if pname in types else value
         pos = end + len(PARAM_END)
     return _check(name, args, toolset)
 

@@ -7,6 +7,7 @@ these two classes, so such files load unchanged.
 
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
 import sys
 import types
@@ -99,7 +100,10 @@ def install_thinkingbox_shim() -> None:
         pass
     pkg = types.ModuleType("thinkingbox")
     pkg.__path__ = []  # a package, so submodule imports resolve through sys.modules
+    # a spec, so that importlib.util.find_spec("thinkingbox") answers instead of raising
+    pkg.__spec__ = importlib.machinery.ModuleSpec("thinkingbox", None, is_package=True)
     common = types.ModuleType("thinkingbox.common")
+    common.__spec__ = importlib.machinery.ModuleSpec("thinkingbox.common", None)
     common.Judge = Judge
     common.TestContext = TestContext
     pkg.common = common

@@ -46,11 +46,24 @@ def generated_records() -> list[dict]:
     return recs
 
 
+RECORDS = Path(__file__).parent / "conformance" / "records.jsonl"
+
+
+def records_text() -> str:
+    return "".join(json.dumps(r, sort_keys=True) + "\n" for r in corpus_records() + generated_records())
+
+
 @pytest.fixture
 def records_file(tmp_path):
     path = tmp_path / "records.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in corpus_records() + generated_records()))
+    path.write_text(records_text())
     return path
+
+
+def test_committed_records_are_those_the_tests_produce():
+    """tests/conformance/records.jsonl is what `tbt parity` examples and docs run on."""
+    assert RECORDS.read_text() == records_text(), "stale: regenerate with `uv run python tests/test_parity.py`"
+    assert runner.invoke(app, [str(RECORDS)]).exit_code == 0
 
 
 def test_parity_on_records_produced_here_exits_0(records_file):
@@ -109,3 +122,8 @@ def test_against_vllm_diverges_only_on_the_allowlist(records_file):
             assert set(case["vllm"]) <= allowed[case["id"]]
     buggy = P.run_parity(recs, TOK, against="vllm", vllm_refs=refs, interpret=_buggy_interpreter())
     assert {"x-single", "x-typing"} <= {f.id for f in buggy.failures if f.kind == "vllm"}
+
+
+if __name__ == "__main__":  # regenerate tests/conformance/records.jsonl
+    RECORDS.write_text(records_text())
+    print(f"wrote {RECORDS}")

@@ -20,7 +20,7 @@ TOY = domain("toy")
 
 # what a good agent would say at the end, per task (the database cannot hold it)
 RESPONSES = {
-    "toy_loans.py:test_due_date": "Your copy of Dune is due back on 2025-03-10. <DONE>",
+    "toy_loans.py:test_fine_correction": "Emma was returned on time, so I removed the 0.75 fine. <DONE>",
     "toy_loans.py:test_checkout_book": "Done: The Left Hand of Darkness is yours until 2025-03-17. <DONE>",
     "toy_loans.py:test_return_then_borrow": "Beloved is returned (fine 1.75) and Kindred is checked out. <DONE>",
     "toy_traps.py:test_checkout_suspended": "Your account is suspended, so I can't check out Emma; "

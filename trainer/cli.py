@@ -15,6 +15,8 @@ from rich.console import Console
 from rich.table import Table
 
 from trainer.env.errors import DatasetError, TaskFormatError
+from trainer.core.parity import parity_command
+from trainer.domains.serve import serve_domain_command
 from trainer.env.golden import validate_golden_command
 from trainer.env.tasks import Dataset, load_dataset
 
@@ -23,6 +25,8 @@ EXAMPLES = {
     "tasks show": "tbt tasks show tests/fixtures/datasets/basic notes_basic.py:test_add_note",
     "tasks validate": "tbt tasks validate tests/fixtures/datasets/basic --json",
     "validate-golden": "tbt validate-golden tests/fixtures/datasets/sandbox --perturb --noop",
+    "parity": "tbt parity tests/conformance/records.jsonl --against vllm",
+    "serve-domain": "tbt serve-domain toy   (an MCP stdio server; a client speaks first)",
 }
 
 
@@ -39,6 +43,8 @@ app = typer.Typer(
 tasks_app = typer.Typer(help="Read ThinkingBox-format datasets.", no_args_is_help=True)
 app.add_typer(tasks_app, name="tasks")
 app.command("validate-golden")(validate_golden_command)
+app.command("parity")(parity_command)
+app.command("serve-domain")(serve_domain_command)
 
 out = Console()
 err = Console(stderr=True, soft_wrap=True)

@@ -2,29 +2,39 @@
 
 from thinkingbox.common import Judge, TestContext
 
-from trainer.domains.checks import assert_no_collateral, assert_unchanged, new_records, record
+from trainer.domains.checks import assert_no_collateral, new_records, record
 
 """!
 scenario: toy
 """
 
 
-def test_due_date(x: TestContext, judge: Judge):
+def test_fine_correction(x: TestContext, judge: Judge):
     """!
-    query: Hi, this is Ada (ada@example.org). When is my copy of Dune due back?
-    user_context: You are Ada Byron, email ada@example.org. You borrowed Dune and want its due date.
-    tags: [lookup, easy]
+    query: Hi, this is ada@example.org. I returned Emma on time last month but I was charged a fine. Can you fix it?
+    user_context: >-
+      You are Ada Byron, email ada@example.org. You returned Emma on its due date, 2025-02-24, and
+      see a fine of 0.75 on your account. You want that fine removed.
+    tags: [lookup-then-write, policy, easy]
     init:
       toy:
+        data_patch:
+          members: [{id: M-001, fines_due: 0.75}]
+          loans:
+          - {id: L-0050, member_id: M-001, book_id: B-002, checked_out: "2025-02-10", due: "2025-02-24", returned: "2025-02-24", fine: 0.75}
         golden_test_case:
           tool_interactions:
           - tool: find_member
             parameters: {email: ada@example.org}
           - tool: list_loans
-            parameters: {member_id: M-001}
+            parameters: {member_id: M-001, include_returned: true}
+          - tool: adjust_fines
+            parameters: {member_id: M-001, amount: -0.75, reason: Emma (L-0050) was returned on time but fined}
     """
-    assert_unchanged(x.effects["toy"])
-    assert "2025-03-10" in x.response or "March 10" in x.response, "the due date (2025-03-10) was not given"
+    fx = x.effects["toy"]
+    fines = record(fx, "members", "M-001")["fines_due"]
+    assert fines == 0, f"the 0.75 fine recorded in error on an on-time return was not removed (fines due {fines})"
+    assert_no_collateral(fx, allow=["members[M-001].fines_due"])
 
 
 def test_checkout_book(x: TestContext, judge: Judge):

@@ -24,6 +24,7 @@ read one table, not five thousand rows.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import re
@@ -111,17 +112,60 @@ def stable_state(state: Mapping[str, list[dict[str, Any]]],
 
 @dataclass(frozen=True)
 class TableDump:
-    """One table at one moment: canonical rows, and its stable part as a JSON fragment."""
+    """One table at one moment: canonical rows, and its stable part as a JSON fragment.
+
+    A dump derived from a snapshot's dump by a session's writes (`Database.dump`) keeps `base`
+    (that dump) and `delta` (row key -> stable row now, or None when deleted; only the rows the
+    session wrote), so a diff against another dump of the same base reads only those rows.
+    """
 
     name: str
     rows: list[dict[str, Any]]  # canonical, sorted, all fields
     stable_rows: list[dict[str, Any]]  # without unstable fields
     stable_json: str  # canonical_json(stable_rows)
+    base: TableDump | None = None
+    delta: dict[str, dict[str, Any] | None] | None = None
+    _frags: tuple[list[str], list[str] | None] | None = None  # per-row JSON (stable, all fields)
 
     @cached_property
     def rows_json(self) -> str:
         """canonical_json(rows): the table's part of a `*_db_state` text."""
-        return canonical_json(self.rows) if self.rows is not self.stable_rows else self.stable_json
+        if self.rows is self.stable_rows:
+            return self.stable_json
+        if self._frags is not None and self._frags[1] is not None:
+            return "[" + ",".join(self._frags[1]) + "]"
+        return canonical_json(self.rows)
+
+    @property
+    def root(self) -> TableDump:
+        return self.base if self.base is not None else self
+
+    @cached_property
+    def keys(self) -> list[str]:
+        """Each row's key (`str(id)`), in row order."""
+        return [_row_key(r) for r in self.rows]
+
+    @cached_property
+    def index(self) -> dict[str, int] | None:
+        """Key -> position, or None when keys repeat (no `id` column, or ids not unique)."""
+        index = {k: i for i, k in enumerate(self.keys)}
+        return index if len(index) == len(self.keys) and all("id" in r for r in self.rows[:1]) else None
+
+    @cached_property
+    def frags(self) -> tuple[list[str], list[str] | None]:
+        """Per-row canonical JSON: stable rows, and all-field rows when fields are dropped."""
+        if self._frags is not None:
+            return self._frags
+        stable = [canonical_json(r) for r in self.stable_rows]
+        return stable, None if self.rows is self.stable_rows else [canonical_json(r) for r in self.rows]
+
+    def stable_row(self, key: str) -> dict[str, Any] | None:
+        """The stable row with this key, or None (needs a unique-key root)."""
+        if self.delta is not None and key in self.delta:
+            return self.delta[key]
+        root = self.root
+        i = root.index.get(key) if root.index is not None else None
+        return None if i is None else root.stable_rows[i]
 
 
 def _canonical_sql(col: str) -> str:
@@ -139,6 +183,53 @@ def _dump_table(conn: sqlite3.Connection, info: TableInfo, drop: frozenset[str])
         rows.sort(key=_sort_key)
     stable = [{k: v for k, v in r.items() if k not in drop} for r in rows] if drop else rows
     return TableDump(info.name, rows, stable, canonical_json(stable))
+
+
+def _dump_changed(conn: sqlite3.Connection, info: TableInfo, base: TableDump, drop: frozenset[str]) -> TableDump | None:
+    """`base` with the rows this connection's change log names re-read: O(changed rows), not
+    O(table). None when the fast path does not apply (keys not unique, many changes): the
+    caller then dumps the whole table."""
+    index = base.index
+    if index is None:
+        return None
+    fetched = conn.execute(info.changed_sql, (info.name,)).fetchall()
+    logged = {str(canonical_value(i)) for (i,) in conn.execute(_LOGGED_IDS_SQL, (info.name,))}
+    if not logged:
+        return base
+    if 4 * len(logged) > len(base.rows) + 64:
+        return None
+    cols = info.columns
+    new = [dict(zip(cols, r)) for r in fetched]
+    new_keys = [str(r["id"]) for r in new]
+    if len(set(new_keys)) != len(new_keys) or not set(new_keys) <= logged:
+        return None  # ids repeat, or a row changed without being logged: read it all
+    stable_new = [{k: v for k, v in r.items() if k not in drop} for r in new] if drop else new
+    rows, keys = list(base.rows), list(base.keys)
+    stable = list(base.stable_rows) if drop else rows
+    sfr, rfr = base.frags
+    sfr = list(sfr)
+    rfr = list(rfr) if rfr is not None else None
+    for pos in sorted((index[k] for k in logged if k in index), reverse=True):
+        del rows[pos], keys[pos], sfr[pos]
+        if drop:
+            del stable[pos]
+        if rfr is not None:
+            del rfr[pos]
+    for key, row, srow in sorted(zip(new_keys, new, stable_new), key=lambda x: x[0]):
+        pos = bisect.bisect_left(keys, key)
+        keys.insert(pos, key)
+        rows.insert(pos, row)
+        if drop:
+            stable.insert(pos, srow)
+        sfr.insert(pos, canonical_json(srow))
+        if rfr is not None:
+            rfr.insert(pos, canonical_json(row))
+    delta: dict[str, dict[str, Any] | None] = {k: None for k in logged}
+    delta.update(zip(new_keys, stable_new))
+    dump = TableDump(info.name, rows, stable, "[" + ",".join(sfr) + "]", base=base, delta=delta,
+                     _frags=(sfr, rfr))
+    dump.__dict__["keys"] = keys
+    return dump
 
 
 @dataclass
@@ -188,6 +279,12 @@ class TableInfo:
         order = " ORDER BY CAST(id AS TEXT)" if "id" in self.columns else ""
         return f"SELECT {', '.join(map(_canonical_sql, self.columns))} FROM {quote_ident(self.name)}{order}"
 
+    @cached_property
+    def changed_sql(self) -> str:
+        # the rows (still present) whose ids the change log names
+        return (f"SELECT {', '.join(map(_canonical_sql, self.columns))} FROM {quote_ident(self.name)} "
+                f"WHERE id IN (SELECT id FROM {CHANGE_LOG} WHERE tbl = ?)")
+
 
 def _state_tables(conn: sqlite3.Connection) -> dict[str, TableInfo]:
     out = {}
@@ -197,6 +294,30 @@ def _state_tables(conn: sqlite3.Connection) -> dict[str, TableInfo]:
         cols = tuple(sorted(r[1] for r in conn.execute(f"PRAGMA main.table_info({quote_ident(name)})")))
         out[name] = TableInfo(name, cols)
     return dict(sorted(out.items()))
+
+
+CHANGE_LOG = "_tbt_changes"
+_LOGGED_IDS_SQL = f"SELECT DISTINCT id FROM {CHANGE_LOG} WHERE tbl = ?"
+
+
+def _sql_text(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _install_change_log(conn: sqlite3.Connection, tables: Mapping[str, TableInfo]) -> None:
+    """A `_tbt_changes(tbl, id)` table and, on every state table with an `id`, triggers that log
+    the ids an INSERT, UPDATE or DELETE touches (its own writes, other triggers', FK cascades')."""
+    conn.execute(f"CREATE TABLE IF NOT EXISTS {CHANGE_LOG} (tbl TEXT NOT NULL, id)")
+    for name, info in tables.items():
+        if "id" not in info.columns:
+            continue
+        q, lit = quote_ident(name), _sql_text(name)
+        log = f"INSERT INTO {CHANGE_LOG} (tbl, id) VALUES"
+        for event, body in (("INSERT", f"{log} ({lit}, NEW.id);"),
+                            ("UPDATE", f"{log} ({lit}, OLD.id), ({lit}, NEW.id);"),
+                            ("DELETE", f"{log} ({lit}, OLD.id);")):
+            trigger = quote_ident(f"_tbt_{event.lower()}_{name}")
+            conn.execute(f"CREATE TRIGGER IF NOT EXISTS {trigger} AFTER {event} ON {q} BEGIN {body} END")
 
 
 class Snapshot:
@@ -209,7 +330,6 @@ class Snapshot:
     def __init__(self, data: bytes, unstable: Mapping[str, Iterable[str]] | None = None,
                  _base: Snapshot | None = None, _patched: Iterable[str] = ()):
         self.data = bytes(data)
-        self.fingerprint = hashlib.sha256(self.data).hexdigest()
         self.unstable = {t: frozenset(f) for t, f in (unstable or {}).items()}
         if _base is not None:
             self.tables = _base.tables
@@ -217,8 +337,12 @@ class Snapshot:
             conn = self._connect()
             try:
                 self.tables = _state_tables(conn)
+                _install_change_log(conn, self.tables)
+                conn.execute(f"DELETE FROM {CHANGE_LOG}")
+                self.data = conn.serialize()
             finally:
                 conn.close()
+        self.fingerprint = hashlib.sha256(self.data).hexdigest()
         # a patched snapshot borrows its base's dumps of the tables the patch did not touch
         self._base = _base
         self._patched = frozenset(_patched)
@@ -285,6 +409,7 @@ class Snapshot:
         db = self.open()
         try:
             db.apply_patch(patch)
+            db.conn.execute(f"DELETE FROM {CHANGE_LOG}")  # the patched state is the new baseline
             return Snapshot(db.conn.serialize(), {t: list(f) for t, f in self.unstable.items()},
                             _base=self, _patched=db.dirty)
         finally:
@@ -298,6 +423,7 @@ class Database:
         self.snapshot = snapshot
         self.conn = snapshot._connect()
         self.conn.execute("PRAGMA foreign_keys = ON")
+        self.conn.execute("PRAGMA recursive_triggers = ON")  # REPLACE's deletions are logged too
         self.dirty: set[str] = set()  # tables a write statement was compiled against
         self.conn.set_authorizer(self._authorize)
 
@@ -352,10 +478,18 @@ class Database:
             raise PatchError(f"{where}: {e}") from None
 
     def dump(self) -> DbState:
-        """The canonical state now. Tables never written in this session reuse the seed's dump."""
+        """The canonical state now. Tables never written in this session reuse the seed's dump;
+        written ones re-read only the rows the change log names (whole table as a fallback)."""
         snap = self.snapshot
-        return DbState({t: _dump_table(self.conn, info, snap.drop_fields(t)) if t in self.dirty
-                        else snap.seed_dump(t) for t, info in snap.tables.items()})
+        out: dict[str, TableDump] = {}
+        for t, info in snap.tables.items():
+            if t not in self.dirty:
+                out[t] = snap.seed_dump(t)
+                continue
+            drop = snap.drop_fields(t)
+            dump = _dump_changed(self.conn, info, snap.seed_dump(t), drop) if "id" in info.columns else None
+            out[t] = dump if dump is not None else _dump_table(self.conn, info, drop)
+        return DbState(out)
 
     def close(self) -> None:
         self.conn.close()
@@ -410,14 +544,38 @@ def diff_states(result: Mapping[str, list[dict]], golden: Mapping[str, list[dict
             for t, rid, f, kind, va, vb in _row_changes(result, golden)]
 
 
+def _dump_changes(t: str, a: TableDump, b: TableDump):
+    """`_row_changes` of one table for two dumps of the same root: only rows either one wrote."""
+    for rid in sorted(set(a.delta or ()) | set(b.delta or ())):
+        x, y = a.stable_row(rid), b.stable_row(rid)
+        if x is None and y is None:
+            continue
+        if x is None:
+            yield t, rid, None, "missing", None, y
+        elif y is None:
+            yield t, rid, None, "extra", x, None
+        elif x != y:
+            yield from _field_changes(t, rid, x, y)
+
+
 def diff_db_states(result: DbState, golden: DbState) -> list[dict[str, Any]]:
-    """`diff_states` on the stable parts, skipping tables whose fragments are identical."""
-    names = sorted(set(result.tables) | set(golden.tables))
-    a = {t: result.tables[t].stable_rows for t in names if t in result.tables and
-         (t not in golden.tables or golden.tables[t].stable_json != result.tables[t].stable_json)}
-    b = {t: golden.tables[t].stable_rows for t in names if t in golden.tables and
-         (t not in result.tables or golden.tables[t].stable_json != result.tables[t].stable_json)}
-    return diff_states(a, b)
+    """`diff_states` on the stable parts, skipping tables whose fragments are identical; two
+    dumps derived from the same snapshot dump compare only the rows they wrote."""
+    out: list[dict[str, Any]] = []
+    for t in sorted(set(result.tables) | set(golden.tables)):
+        a, b = result.tables.get(t), golden.tables.get(t)
+        if a is not None and b is not None:
+            if a is b or a.stable_json == b.stable_json:
+                continue
+            if a.root is b.root and a.root.index is not None:
+                changes = _dump_changes(t, a, b)
+            else:
+                changes = _row_changes({t: a.stable_rows}, {t: b.stable_rows})
+        else:
+            changes = _row_changes({t: a.stable_rows} if a else {}, {t: b.stable_rows} if b else {})
+        out += [{"path": _path(t, rid, f), "type": kind, "result": va, "golden": vb}
+                for t, rid, f, kind, va, vb in changes]
+    return out
 
 
 _ALLOW = re.compile(r"^(?P<table>[^\[\].]+)(?:\[(?P<id>[^\]]*)\])?(?:\.(?P<field>.+))?$")

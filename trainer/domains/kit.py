@@ -276,6 +276,8 @@ class DomainServer(MCPServer):
 
     Tool listing and calls bypass the SDK's per-function pydantic models: the domain's JSON
     schemas are the contract (validated in `Session.dispatch`), and errors stay text content.
+    `direct_tools()` / `direct_call()` offer the same listing and results without JSON-RPC: the
+    in-process host (`trainer.env.mcp_host`) uses them instead of `mcp.Client(server)`.
     """
 
     def __init__(self, domain: Domain):
@@ -293,6 +295,21 @@ class DomainServer(MCPServer):
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> CallToolResult:
         return CallToolResult(content=[TextContent(type="text", text=self.session.call(name, arguments))])
+
+    # -- the direct in-process interface (used by `trainer.env.mcp_host` instead of `mcp.Client`)
+    def direct_tools(self) -> list[MCPTool]:
+        """What `list_tools` returns over MCP (the domain's tools, then the reserved ones)."""
+        return list(self.domain.mcp_tools())
+
+    def direct_call(self, name: str, arguments: dict[str, Any] | None) -> CallToolResult:
+        """`call_tool` without JSON-RPC: the same result, synchronously. An unexpected exception
+        becomes an error result with its message, as the SDK's `tools/call` handler makes it."""
+        try:
+            text = self.session.call(name, arguments or {})
+        except Exception as e:
+            log.exception("tool %r of domain %s raised", name, self.domain.name)
+            return CallToolResult(content=[TextContent(type="text", text=str(e))], is_error=True)
+        return CallToolResult(content=[TextContent(type="text", text=text)])
 
 
 # ---------------------------------------------------------------------------- the domain

@@ -15,8 +15,15 @@ Two kinds of failure, never confused:
 
 Servers are found in a `ServerRegistry`: a ThinkingBox `servers.yaml`
 (`servers: {name: {type: mcp-process, command, env, cwd} | {type: mcp-remote, endpoint,
-transport, headers}}`), plus ours: `{type: in-process, factory: "module:callable"}`, and any
-domain of `trainer.domains.DOMAINS` by name (in-process, one fresh `create_server()` per session).
+transport, headers}}`), plus ours: `{type: in-process, factory: "module:callable"[, direct: false]}`,
+and any domain of `trainer.domains.DOMAINS` by name (in-process, one fresh `create_server()` per
+session).
+
+The direct in-process path: when an in-process server offers `direct_tools()` and
+`direct_call(name, arguments)` (our domains' `DomainServer`), the connection calls them instead of
+running `mcp.Client(server)`: same listing, same `CallToolResult`s, same teardown, no JSON-RPC.
+`ServerSpec(..., direct=False)` forces the MCP path (tests compare the two); servers without the
+interface always use it.
 """
 
 from __future__ import annotations
@@ -85,6 +92,7 @@ class ServerSpec:
     transport: str = "streamable-http"  # mcp-remote: only streamable HTTP is supported
     headers: dict[str, str] = field(default_factory=dict)  # mcp-remote: sent with every request
     mode: str = "legacy"  # external servers: "legacy" (initialize, 2025-11-25; the reference generation) or "auto"
+    direct: bool = True  # in-process: call the server's `direct_call` when it has one; False forces mcp.Client
 
 
 def _load_factory(ref: str, base: Path) -> Callable[[], Any]:
@@ -163,7 +171,8 @@ class ServerRegistry:
                                              headers={str(k): str(v) for k, v in (e.get("headers") or {}).items()},
                                              mode=e.get("mode", "legacy"))
                 elif kind == "in-process":
-                    specs[name] = ServerSpec(name, "in-process", factory=_load_factory(str(e.get("factory")), path.parent))
+                    factory = _load_factory(str(e.get("factory")), path.parent)
+                    specs[name] = ServerSpec(name, "in-process", factory=factory, direct=bool(e.get("direct", True)))
                 else:
                     raise ValueError(f"unknown type {kind!r} (mcp-process, mcp-remote, in-process)")
             except (ValueError, ImportError, AttributeError) as err:
@@ -194,7 +203,12 @@ def result_text(result: CallToolResult) -> str:
 
 
 class ServerConnection:
-    """One MCP connection to one server, for one session. An async context manager."""
+    """One MCP connection to one server, for one session. An async context manager.
+
+    An in-process server that offers `direct_tools()` and `direct_call(name, arguments)` (our
+    domains' `DomainServer`) is called directly, without `mcp.Client` and JSON-RPC, unless its
+    spec says `direct=False`; its listing and results are the ones the MCP path gives.
+    """
 
     def __init__(self, spec: ServerSpec, *, call_timeout: float = DEFAULT_CALL_TIMEOUT_S,
                  open_timeout: float = DEFAULT_OPEN_TIMEOUT_S):
@@ -203,16 +217,25 @@ class ServerConnection:
         self.open_timeout = open_timeout
         self.tools: dict[str, Any] = {}  # name -> mcp Tool, reserved ones included
         self._client: Client | None = None
+        self._direct: Callable[[str, dict[str, Any]], CallToolResult] | None = None  # the direct path
         self._stack: AsyncExitStack | None = None
         self._errlog: Any = None
         self.server: Any = None  # the in-process server object, when there is one
         self._read_timeout = max(open_timeout, call_timeout)
 
+    @property
+    def closed(self) -> bool:
+        """True before opening and after closing: calls then raise `SandboxError`."""
+        return self._client is None and self._direct is None
+
+    @property
+    def direct(self) -> bool:
+        """True while the connection calls its in-process server directly (no `mcp.Client`)."""
+        return self._direct is not None
+
     def _make_client(self) -> Client:
         s = self.spec
         if s.type == "in-process":
-            assert s.factory is not None
-            self.server = s.factory()
             return Client(self.server, cache=None, read_timeout_seconds=self._read_timeout)
         if s.type == "mcp-process":
             params = StdioServerParameters(command=s.command[0], args=s.command[1:], env=s.env or None,
@@ -245,7 +268,26 @@ class ServerConnection:
         tail = self.stderr_tail()
         return f"{msg}; server stderr: {tail}" if tail else msg
 
+    def _open_direct(self) -> bool:
+        """In-process: make the server; use its direct interface when it has one (and may)."""
+        assert self.spec.factory is not None
+        self.server = self.spec.factory()
+        call = getattr(self.server, "direct_call", None)
+        listing = getattr(self.server, "direct_tools", None)
+        if not (self.spec.direct and callable(call) and callable(listing)):
+            return False
+        self.tools = {t.name: t for t in listing()}
+        self._direct = call
+        return True
+
     async def __aenter__(self) -> ServerConnection:
+        if self.spec.type == "in-process":
+            try:
+                if self._open_direct():
+                    return self
+            except Exception as e:
+                self._direct = None
+                raise SandboxError(self.spec.name, "connect", self._cause(e)) from e
         self._stack = AsyncExitStack()
         try:
             # The handshake is bounded by the client's read timeout: a `fail_after` scope cannot
@@ -267,7 +309,7 @@ class ServerConnection:
         await self._close_quietly()
 
     async def _close_quietly(self, keep_log: bool = False) -> None:
-        stack, self._stack, self._client = self._stack, None, None
+        stack, self._stack, self._client, self._direct = self._stack, None, None, None
         if stack is not None:
             # No shield here: the client's own scopes were opened outside this frame and must
             # close in order; the stdio transport shields its own process shutdown.
@@ -286,6 +328,13 @@ class ServerConnection:
     async def call(self, tool: str, arguments: dict[str, Any], stage: str = "call") -> CallToolResult:
         """Call a tool. Transport faults and timeouts raise `SandboxError`; a JSON-RPC error that
         the server chose to send (bad params, unknown tool) comes back as an error result."""
+        if self._direct is not None:
+            try:
+                return self._direct(tool, arguments)  # synchronous: runs on the event loop, as in memory
+            except MCPError as e:
+                return self._mcp_error(tool, stage, e)
+            except Exception as e:  # the interface promises a result: anything else is a fault
+                raise SandboxError(self.spec.name, stage, f"{tool}: {self._cause(e)}") from e
         if self._client is None:
             raise SandboxError(self.spec.name, stage, "the connection is closed")
         try:
@@ -294,11 +343,15 @@ class ServerConnection:
         except TimeoutError:
             raise SandboxError(self.spec.name, stage, f"{tool}: no answer within {self.call_timeout}s") from None
         except MCPError as e:
-            if e.code in _TRANSPORT_CODES:
-                raise SandboxError(self.spec.name, stage, f"{tool}: {self._cause(e)}") from e
-            return CallToolResult(content=[{"type": "text", "text": f"Error: {e.message}"}], is_error=True)
+            return self._mcp_error(tool, stage, e)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as e:
             raise SandboxError(self.spec.name, stage, f"{tool}: {self._cause(e)}") from e
+
+    def _mcp_error(self, tool: str, stage: str, e: MCPError) -> CallToolResult:
+        """A JSON-RPC error the server chose to send is an error result; a transport one a fault."""
+        if e.code in _TRANSPORT_CODES:
+            raise SandboxError(self.spec.name, stage, f"{tool}: {self._cause(e)}") from e
+        return CallToolResult(content=[{"type": "text", "text": f"Error: {e.message}"}], is_error=True)
 
 
 # ---------------------------------------------------------------------------- the sandbox
@@ -380,7 +433,7 @@ class Sandbox:
             await stack.aclose()
 
     async def _teardown(self, server: str, conn: ServerConnection) -> None:
-        if RESERVED_PREFIX + "teardown" not in conn.tools or conn._client is None:
+        if RESERVED_PREFIX + "teardown" not in conn.tools or conn.closed:
             return
         with anyio.CancelScope(shield=True), anyio.move_on_after(TEARDOWN_TIMEOUT_S):
             try:

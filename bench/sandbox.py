@@ -5,7 +5,9 @@
 
 On a ~5k-row domain database (1,000 customers, 4,000 orders; built here with the domain kit):
   (a) fresh backend + session open + close   (in-process `Sandbox`: private SQLite copy, MCP
-      session, `__reserved__init`, tool listing, `__reserved__teardown`)
+      session, `__reserved__init`, tool listing, `__reserved__teardown`). The copy comes from
+      the connection pool (a previous session's connection, rolled back to the snapshot, schema
+      parsed); the "cold" row shows a session that must deserialize and parse the schema.
   (b) one tool call                           (a write, through MCP in-process)
   (c) effects + verdict                       (`__reserved__geteffects` + the task's check)
 Baselines, measured in the same run:
@@ -110,6 +112,16 @@ async def bench(args: argparse.Namespace) -> dict:
             pass
         fresh.append(time.perf_counter() - t)
 
+    from trainer.env.backend import POOL
+
+    cold = []  # the same without a pooled connection: deserialize + the first statement's schema parse
+    for _ in range(args.sessions // 4):
+        POOL.clear()
+        t = time.perf_counter()
+        async with Sandbox(task, inproc) as sb:
+            await sb.call_tool("cancel_order", {"order_id": "O-99999", "reason": "parse the schema"})
+        cold.append(time.perf_counter() - t)
+
     calls, verdicts = [], []
     for i in range(args.calls):
         async with Sandbox(task, inproc) as sb:
@@ -141,10 +153,12 @@ async def bench(args: argparse.Namespace) -> dict:
         hashlib.sha256(json.dumps(db, sort_keys=True).encode()).hexdigest()
         reload.append(time.perf_counter() - t)
 
-    return {"rows": rows, "fresh_session_ms": median_ms(fresh), "tool_call_ms": median_ms(calls),
+    return {"rows": rows, "fresh_session_ms": median_ms(fresh), "cold_session_ms": median_ms(cold),
+            "tool_call_ms": median_ms(calls),
             "verdict_ms": median_ms(verdicts), "baseline_process_session_ms": median_ms(process),
             "baseline_json_reload_ms": median_ms(reload),
-            "samples": {"fresh": len(fresh), "calls": len(calls), "process": len(process), "reload": len(reload)}}
+            "samples": {"fresh": len(fresh), "cold": len(cold), "calls": len(calls), "process": len(process),
+                        "reload": len(reload)}}
 
 
 def main() -> None:
@@ -160,6 +174,8 @@ def main() -> None:
         return
     r = asyncio.run(bench(args))
     rows = [("fresh backend + session open + close", r["fresh_session_ms"], 1.0, "<= 1 ms"),
+            ("  same, cold (no pooled connection) + 1 call", r["cold_session_ms"],
+             r["cold_session_ms"] / r["fresh_session_ms"], "(info)"),
             ("one tool call", r["tool_call_ms"], None, "<= 0.4 ms"),
             ("effects + verdict", r["verdict_ms"], None, "<= 5 ms"),
             ("baseline: process per session", r["baseline_process_session_ms"],

@@ -297,3 +297,58 @@ def test_incremental_dump_reads_only_changed_rows():
         {"path": "t[r00007].v", "type": "changed", "result": -1, "golden": 7},
         {"path": "t[r00008a]", "type": "extra", "result": {"id": "r00008a", "v": 3}, "golden": None},
         {"path": "t[r00009]", "type": "missing", "result": None, "golden": {"id": "r00009", "v": 9}}]
+
+
+# ---------------------------------------------------------------------------- the connection pool
+
+def test_closed_sessions_hand_back_a_pristine_connection(snap):
+    from trainer.env.backend import POOL, CHANGE_LOG
+
+    POOL.clear()
+    a = snap.open()
+    conn = a.conn
+    a.conn.execute("UPDATE items SET price = 99 WHERE id = 'a'")  # also fires the audit trigger
+    a.conn.execute("DELETE FROM items WHERE id = 'c'")  # and the FK cascade
+    a.apply_patch({"items": [{"id": "n", "name": "new"}]})
+    assert a.dump().hash != snap.state().hash
+    a.close()
+    assert POOL.idle == 1
+    b = snap.open()
+    assert b.conn is conn and POOL.idle == 0  # the same connection, schema already parsed ...
+    assert b.dirty == set() and b.dump().hash == snap.state().hash  # ... holding the snapshot exactly
+    assert b.conn.execute(f"SELECT count(*) FROM {CHANGE_LOG}").fetchone() == (0,)
+    c = snap.open()
+    assert c.conn is not conn  # a connection serves one session at a time
+    b.close(), c.close()
+    assert POOL.idle == 2
+
+
+def test_a_session_whose_transaction_was_committed_is_not_pooled(snap):
+    from trainer.env.backend import POOL
+
+    POOL.clear()
+    db = snap.open()
+    db.conn.execute("UPDATE items SET qty = 0 WHERE id = 'a'")
+    db.conn.execute("COMMIT")
+    db.conn.execute("BEGIN")  # even when a new transaction was begun afterwards
+    db.close()
+    assert POOL.idle == 0
+    db = snap.open()
+    db.conn.execute("COMMIT")
+    db.close()
+    assert POOL.idle == 0
+    assert snap.open().dump().hash == snap.state().hash
+
+
+def test_pool_is_bounded_by_bytes_and_evicts_the_oldest():
+    from trainer.env.backend import ConnectionPool
+
+    s1, s2 = make_snapshot(), make_snapshot(order=(2, 1, 0))
+    pool = ConnectionPool(budget_bytes=2 * len(s1.data))
+    conns = [s1._connect(), s1._connect(), s2._connect()]
+    for c, s in zip(conns, (s1, s1, s2)):
+        pool.give(s, c)
+    assert pool.idle == 2 and s1._idle == [conns[1]] and s2._idle == [conns[2]]
+    with pytest.raises(sqlite3.ProgrammingError):  # the oldest was closed
+        conns[0].execute("SELECT 1")
+    assert pool.take(s2) is conns[2] and pool.take(s2) is None and pool.idle == 1

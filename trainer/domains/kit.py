@@ -29,8 +29,10 @@ Sessions speak the reserved-tool protocol (TASK_FORMAT.md §4):
 
 `Domain.create_server()` returns a fresh `DomainServer` (an `MCPServer` of the official SDK) with
 its own `Session`; it costs ~0.1 ms because tool schemas, validators and the seed snapshot are
-built once per domain. The same server runs in-process (`mcp.Client(server)`) and over stdio
-(`python -m trainer.domains.serve NAME`).
+built once per domain. The same server runs over stdio (`tbt serve-domain NAME`), in memory
+through `mcp.Client(server)`, and, in our sandboxes, through its direct-call interface
+(`direct_tools` / `direct_call`: the same listing and results without JSON-RPC; see
+docs/sandbox.md).
 """
 
 from __future__ import annotations

@@ -29,10 +29,6 @@ DATASET = ROOT / "tests" / "fixtures" / "datasets" / "sandbox"
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
-
 
 @pytest.fixture(scope="module")
 def v1_python() -> str:

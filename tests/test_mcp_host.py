@@ -31,10 +31,6 @@ from notes_server import create_server  # noqa: E402
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
-
 
 @pytest.fixture(scope="module")
 def ds():
@@ -203,6 +199,7 @@ async def test_thousand_concurrent_sessions_are_isolated():
         ws["toy"]["data_patch"] = {"members": [{"id": member, "name": f"Member {i}", "email": f"m{i}@example.org",
                                                 "status": "active", "fines_due": 0}]}
         async with Sandbox(toy, ServerRegistry(), world_state=ws) as sb:
+            assert sb.connections["toy"].direct  # our domains: the direct in-process path
             opened[0] += 1
             if opened[0] == 1000:
                 gate.set()

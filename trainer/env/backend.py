@@ -617,13 +617,18 @@ def _row_changes(result: Mapping[str, list[dict]], golden: Mapping[str, list[dic
             continue
         ra, rb = dict(zip(ka, a)), dict(zip(kb, b))
         for rid in sorted(set(ra) | set(rb)):
-            x, y = ra.get(rid), rb.get(rid)
-            if x is None:
-                yield t, rid, None, "missing", None, y
-            elif y is None:
-                yield t, rid, None, "extra", x, None
-            elif x != y:
-                yield from _field_changes(t, rid, x, y)
+            yield from _pair_changes(t, rid, ra.get(rid), rb.get(rid))
+
+
+def _pair_changes(t: str, rid: str, x: Mapping[str, Any] | None, y: Mapping[str, Any] | None):
+    """The changes between one row of the result (`x`) and of golden (`y`); None = no such row."""
+    if x is None:
+        if y is not None:
+            yield t, rid, None, "missing", None, y
+    elif y is None:
+        yield t, rid, None, "extra", x, None
+    elif x != y:
+        yield from _field_changes(t, rid, x, y)
 
 
 def _row_key(row: Mapping[str, Any]) -> str:
@@ -653,15 +658,7 @@ def diff_states(result: Mapping[str, list[dict]], golden: Mapping[str, list[dict
 def _dump_changes(t: str, a: TableDump, b: TableDump):
     """`_row_changes` of one table for two dumps of the same root: only rows either one wrote."""
     for rid in sorted(set(a.delta or ()) | set(b.delta or ())):
-        x, y = a.stable_row(rid), b.stable_row(rid)
-        if x is None and y is None:
-            continue
-        if x is None:
-            yield t, rid, None, "missing", None, y
-        elif y is None:
-            yield t, rid, None, "extra", x, None
-        elif x != y:
-            yield from _field_changes(t, rid, x, y)
+        yield from _pair_changes(t, rid, a.stable_row(rid), b.stable_row(rid))
 
 
 def diff_db_states(result: DbState, golden: DbState) -> list[dict[str, Any]]:

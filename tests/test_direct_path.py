@@ -9,7 +9,6 @@ before comparing.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from pathlib import Path

@@ -261,5 +261,3 @@ async def test_stdio_server_speaks_the_protocol(args):
         assert text(await c.call_tool("checkout_book", {"member_id": "M-002", "book_id": "B-002"}))["loan"]["id"] == "L-0003"
         fx = text(await c.call_tool("__reserved__geteffects", {}))
         assert [d["path"] for d in fx["diff"]] == ["books[B-002].status", "loans[L-0003]"]
-
-

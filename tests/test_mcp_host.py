@@ -1,4 +1,4 @@
-"""The MCP host with real servers: in-process (mcp 2.x), stdio processes, streamable HTTP.
+"""The MCP host with real servers: in-process (mcp 2.x), stdio processes, streamable HTTP, SSE.
 
 Fault tests inject crash, hang, init rejection and non-JSON effects into the notes fixture server
 (tests/fixtures/servers/notes_core.py) through its init config, and check that each one is a
@@ -76,8 +76,7 @@ def test_servers_yaml(tmp_path):
     (tmp_path / "srv").mkdir()
     (tmp_path / "srv2").mkdir()
     y = tmp_path / "servers.yaml"
-    y.write_text("""use_internal_servers: false
-servers:
+    y.write_text("""servers:
   proc:
     type: mcp-process
     env: {A: "1"}
@@ -88,6 +87,7 @@ servers:
     endpoint: http://127.0.0.1:1/mcp/
     transport: streamable-http
     headers: {X-Team: blue}
+  events: {type: mcp-remote, endpoint: "http://127.0.0.1:1/sse", transport: sse}
   mine:
     type: in-process
     factory: %s:create_server
@@ -99,12 +99,21 @@ servers:
     assert ServerRegistry.from_yaml(y).get("proc").command[0] == sys.executable
     r = reg.get("remote")
     assert (r.type, r.endpoint, r.headers) == ("mcp-remote", "http://127.0.0.1:1/mcp/", {"X-Team": "blue"})
+    assert r.transport == "streamable-http" and reg.get("events").transport == "sse"
     assert reg.get("mine").factory().name == "notes"
     assert reg.get("toy").type == "in-process"  # our domains, by name
     with pytest.raises(SandboxError, match="no such server"):
         reg.get("nowhere")
     y.write_text("servers:\n  bad: {type: mcp-ftp}\n")
     with pytest.raises(TaskFormatError, match="servers.bad"):
+        ServerRegistry.from_yaml(y)
+    y.write_text("servers:\n  bad: {type: mcp-remote, endpoint: 'http://x/ws', transport: websocket}\n")
+    with pytest.raises(TaskFormatError) as e:
+        ServerRegistry.from_yaml(y)
+    msg = str(e.value)
+    assert str(y) in msg and "servers.bad" in msg and "'websocket' is not supported (streamable-http or sse)" in msg
+    y.write_text("use_internal_servers: 'no'\nservers: {}\n")
+    with pytest.raises(TaskFormatError, match="use_internal_servers: must be true or false"):
         ServerRegistry.from_yaml(y)
 
 
@@ -281,10 +290,10 @@ def free_port() -> int:
     return port
 
 
-@pytest.fixture(scope="module")
-def http_endpoint():
+def serve(flag: str, env: dict[str, str] | None = None):
+    """The notes fixture served over HTTP (`--http` or `--sse`): yields its port."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, str(SERVER), "--http", str(port)],
+    proc = subprocess.Popen([sys.executable, str(SERVER), flag, str(port)], env={**os.environ, **(env or {})},
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 30
     while time.time() < deadline:
@@ -293,9 +302,27 @@ def http_endpoint():
             break
         except OSError:
             time.sleep(0.1)
-    yield f"http://127.0.0.1:{port}/mcp"
+    yield port
     proc.terminate()
     proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def http_endpoint():
+    for port in serve("--http"):
+        yield f"http://127.0.0.1:{port}/mcp"
+
+
+@pytest.fixture(scope="module")
+def teardown_log(tmp_path_factory):
+    return tmp_path_factory.mktemp("sse") / "teardowns"
+
+
+@pytest.fixture(scope="module")
+def sse_endpoint(teardown_log):
+    """The SSE fixture server; it rejects an init without `X-Team: blue` and logs teardowns."""
+    for port in serve("--sse", {"NOTES_REQUIRE_HEADER": "X-Team: blue", "NOTES_TEARDOWN_LOG": str(teardown_log)}):
+        yield f"http://127.0.0.1:{port}/sse"
 
 
 async def test_remote_sessions_are_isolated(task, http_endpoint):
@@ -318,3 +345,119 @@ async def test_remote_unreachable(task):
         async with Sandbox(task, reg, open_timeout=5, call_timeout=5):
             pass
     assert e.value.stage == "connect"
+
+
+# ---------------------------------------------------------------------------- remote (SSE)
+
+def sse(endpoint: str, headers: dict[str, str] | None = None) -> ServerRegistry:
+    return ServerRegistry({"notes": ServerSpec("notes", "mcp-remote", endpoint=endpoint, transport="sse",
+                                               headers={"X-Team": "blue"} if headers is None else headers)})
+
+
+async def test_sse_sessions_are_isolated(task, sse_endpoint, teardown_log):
+    reg = sse(sse_endpoint)
+
+    async def one(i: int):
+        async with Sandbox(task, reg) as sb:
+            assert sb.init_result["notes"] == {"session_id": sb.session_id, "note_count": 2}
+            assert [t["name"] for t in sb.tools] == ["list_notes", "add_note", "set_label", "delete_note"]
+            assert await sb.call_tool("add_note", {"text": f"sse {i}"}) == '{"id": 3}'
+            assert "validation error" in await sb.call_tool("set_label", {"note_id": "x", "label": "y"})
+            fx = (await sb.effects())["notes"]
+            conn = sb.connections["notes"]
+        assert conn.closed
+        return sb.session_id, [n["text"] for n in fx["result_db_state"]["notes"]]
+
+    results = await asyncio.gather(*(one(i) for i in range(3)))
+    assert [notes for _, notes in results] == [["call mom", "quarterly report", f"sse {i}"] for i in range(3)]
+    # every session's __reserved__teardown reached the server
+    assert {sid for sid, _ in results} <= set(teardown_log.read_text().split())
+
+
+async def test_sse_headers_timeouts_and_errors(task, sse_endpoint):
+    # the entry's headers travel with the requests: without them, the fixture rejects init
+    with pytest.raises(SandboxError, match="X-Team") as e:
+        async with Sandbox(task, sse(sse_endpoint, headers={})):
+            pass
+    assert e.value.stage == "init"
+    # a hang is bounded by the call timeout; the session still closes
+    async with Sandbox(task, sse(sse_endpoint), world_state=with_config(task, fault={"hang_on": "add_note"}),
+                       call_timeout=0.5) as sb:
+        t = time.perf_counter()
+        with pytest.raises(SandboxError, match="no answer within 0.5s") as e:
+            await sb.call_tool("add_note", {"text": "x"})
+        assert e.value.stage == "call" and time.perf_counter() - t < 3
+    # the agent's mistakes are still text
+    async with Sandbox(task, sse(sse_endpoint)) as sb:
+        assert await sb.call_tool("drop_table", {}) == "Error: function 'drop_table' does not exist"
+        assert "note_id" in await sb.call_tool("delete_note", {})
+
+
+async def test_sse_unreachable_is_a_connect_error(task, sse_endpoint):
+    # nobody listens
+    with pytest.raises(SandboxError) as e:
+        async with Sandbox(task, sse(f"http://127.0.0.1:{free_port()}/sse"), open_timeout=5, call_timeout=5):
+            pass
+    assert e.value.stage == "connect" and "ConnectError" in e.value.cause
+    # a live server, but no event stream at that path
+    with pytest.raises(SandboxError) as e:
+        async with Sandbox(task, sse(sse_endpoint.replace("/sse", "/nope")), open_timeout=5, call_timeout=5):
+            pass
+    assert e.value.stage == "connect" and "404" in e.value.cause
+    # a listener that never answers: bounded by the open timeout
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    try:
+        t = time.perf_counter()
+        with pytest.raises(SandboxError) as e:
+            async with Sandbox(task, sse(f"http://127.0.0.1:{silent.getsockname()[1]}/sse"),
+                               open_timeout=1, call_timeout=5):
+                pass
+        assert e.value.stage == "connect" and "no answer within 1" in e.value.cause
+        assert time.perf_counter() - t < 4
+    finally:
+        silent.close()
+
+
+async def test_reference_shaped_servers_yaml(task, tmp_path, http_endpoint, sse_endpoint):
+    """A `servers.yaml` written like the reference's tests/servers.yaml loads, and all three
+    servers open, init, answer, report effects and close; `use_internal_servers: false` leaves out
+    our domains."""
+    pidfile = tmp_path / "pids"
+    y = tmp_path / "servers.yaml"
+    y.write_text(f"""use_internal_servers: false
+servers:
+  test_tool_http: {{type: mcp-remote, endpoint: "{http_endpoint}/", transport: streamable-http}}
+  test_tool_sse: {{type: mcp-remote, endpoint: "{sse_endpoint}", transport: sse, headers: {{X-Team: blue}}}}
+  test_tool_process: {{type: mcp-process, env: {{TEST_TOOL: "hello", NOTES_PIDFILE: "{pidfile}"}}, cwd: "{SERVER.parent}", command: ["{{python}}", "{SERVER.name}", "--transport", "stdio"]}}
+""")
+    reg = ServerRegistry.from_yaml(y)
+    assert not reg.use_internal_servers
+    assert [(reg.get(n).type, reg.get(n).transport) for n in ("test_tool_http", "test_tool_sse")] == [
+        ("mcp-remote", "streamable-http"), ("mcp-remote", "sse")]
+    p = reg.get("test_tool_process")
+    assert p.command == [sys.executable, SERVER.name, "--transport", "stdio"] and p.cwd == SERVER.parent
+    assert p.env["TEST_TOOL"] == "hello"
+    with pytest.raises(SandboxError, match="use_internal_servers is false") as e:
+        reg.get("toy")
+    assert e.value.stage == "connect"
+    with pytest.raises(SandboxError, match="use_internal_servers is false"):
+        async with Sandbox(task, reg, world_state={"toy": {}}):
+            pass
+    assert reg.get("test_tool_sse").headers == {"X-Team": "blue"}
+    y2 = tmp_path / "internal.yaml"
+    y2.write_text(y.read_text().replace("use_internal_servers: false", "use_internal_servers: true"))
+    assert ServerRegistry.from_yaml(y2).get("toy").type == "in-process"
+
+    config = task.world_state()["notes"]
+    servers = ["test_tool_http", "test_tool_sse", "test_tool_process"]
+    async with Sandbox(task, reg, world_state={s: config for s in servers}) as sb:
+        for s in servers:
+            assert sb.init_result[s]["note_count"] == 2
+            assert await sb.call_tool("add_note", {"text": f"via {s}"}, server=s) == '{"id": 3}'
+        fx = await sb.effects()
+        (pid,) = pids(pidfile)
+        assert alive(pid)
+    assert {s: fx[s]["result_db_state"]["notes"][-1]["text"] for s in servers} == {s: f"via {s}" for s in servers}
+    assert not alive(pid)

@@ -14,10 +14,19 @@ Two kinds of failure, never confused:
   `SandboxError`, a system error naming the server, the stage and the cause.
 
 Servers are found in a `ServerRegistry`: a ThinkingBox `servers.yaml`
-(`servers: {name: {type: mcp-process, command, env, cwd} | {type: mcp-remote, endpoint,
-transport, headers}}`), plus ours: `{type: in-process, factory: "module:callable"[, direct: false]}`,
-and any domain of `trainer.domains.DOMAINS` by name (in-process, one fresh `create_server()` per
-session).
+(`use_internal_servers: BOOL`, `servers: {name: {type: mcp-process, command, env, cwd} |
+{type: mcp-remote, endpoint, transport: streamable-http | sse, headers}}`), plus ours:
+`{type: in-process, factory: "module:callable"[, direct: false]}`, and, unless the file says
+`use_internal_servers: false`, any domain of `trainer.domains.DOMAINS` by name (in-process, one
+fresh `create_server()` per session; our counterpart of the reference's built-in `tools/mcp_*.py`).
+Other top-level keys are ignored, as the reference ignores them.
+
+Remote servers speak streamable HTTP (the default) or the legacy HTTP+SSE transport
+(`transport: sse`: the SDK's `sse_client`, a GET event stream plus POSTs). Both send the entry's
+`headers` with every request and keep the same semantics: an unreachable or refusing endpoint is a
+`SandboxError` at `connect` (the SSE stream must open within the open timeout), every call is
+bounded by the call timeout, and closing ends the MCP session. The SSE stream itself has no idle
+timeout, so a session may wait on the agent for as long as it likes between calls.
 
 The direct in-process path: when an in-process server offers `direct_tools()` and
 `direct_call(name, arguments)` (our domains' `DomainServer`), the connection calls them instead of
@@ -33,12 +42,13 @@ import importlib
 import importlib.util
 import json
 import logging
+import math
 import os
 import sys
 import tempfile
 import uuid
-from collections.abc import Callable, Mapping
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -60,6 +70,8 @@ DEFAULT_CALL_TIMEOUT_S = 30.0
 DEFAULT_OPEN_TIMEOUT_S = 60.0  # a stdio server may import a lot before it answers
 TEARDOWN_TIMEOUT_S = 5.0
 _TRANSPORT_CODES = (CONNECTION_CLOSED, REQUEST_TIMEOUT)
+# `transport:` of an mcp-remote entry -> the transport used ("http" is an old spelling of ours)
+REMOTE_TRANSPORTS = {"streamable-http": "streamable-http", "http": "streamable-http", "sse": "sse"}
 
 
 class SandboxError(RuntimeError):
@@ -89,7 +101,7 @@ class ServerSpec:
     env: dict[str, str] = field(default_factory=dict)  # mcp-process: merged over the SDK's safe env
     cwd: Path | None = None  # mcp-process: working directory
     endpoint: str | None = None  # mcp-remote: URL
-    transport: str = "streamable-http"  # mcp-remote: only streamable HTTP is supported
+    transport: str = "streamable-http"  # mcp-remote: "streamable-http" or "sse" (REMOTE_TRANSPORTS)
     headers: dict[str, str] = field(default_factory=dict)  # mcp-remote: sent with every request
     mode: str = "legacy"  # external servers: "legacy" (initialize, 2025-11-25; the reference generation) or "auto"
     direct: bool = True  # in-process: call the server's `direct_call` when it has one; False forces mcp.Client
@@ -123,23 +135,32 @@ def _domains() -> Mapping[str, Callable[[], Any]]:
 
 
 class ServerRegistry:
-    """Server name → `ServerSpec`: declared servers first, then the in-process domains."""
+    """Server name → `ServerSpec`: declared servers first, then the in-process domains (unless
+    `use_internal_servers` is false)."""
 
     def __init__(self, specs: Mapping[str, ServerSpec] | None = None,
-                 domains: Mapping[str, Callable[[], Any]] | None = None):
+                 domains: Mapping[str, Callable[[], Any]] | None = None, *,
+                 use_internal_servers: bool = True):
         self.specs = dict(specs or {})
         self._domains = domains
+        # False: only the declared servers exist (no fallback to our domains by name)
+        self.use_internal_servers = use_internal_servers
 
     @classmethod
     def from_yaml(cls, path: Path | str, python: str | None = None) -> ServerRegistry:
         """Read a ThinkingBox `servers.yaml`. `{python}` in commands becomes `python` (default:
         this interpreter). A relative `cwd` is taken from the YAML's folder when it exists there,
-        else from the current directory (the reference's reading)."""
+        else from the current directory (the reference's reading). `use_internal_servers` (a bool,
+        default true, as in the reference) says whether names not declared here fall back to our
+        domains; other top-level keys are ignored."""
         path = Path(path)
         doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         servers = doc.get("servers") if isinstance(doc, dict) else None
         if not isinstance(servers, dict):
             raise TaskFormatError(path, "must hold `servers: {name: {type, ...}}`", key="servers")
+        internal = doc.get("use_internal_servers", True)
+        if not isinstance(internal, bool):
+            raise TaskFormatError(path, f"must be true or false, got {internal!r}", key="use_internal_servers")
         py = python or sys.executable
         specs = {}
         for name, e in servers.items():
@@ -162,12 +183,13 @@ class ServerRegistry:
                         env={str(k): str(v) for k, v in (e.get("env") or {}).items()}, cwd=cwd,
                         mode=e.get("mode", "legacy"))
                 elif kind == "mcp-remote":
-                    if e.get("transport", "streamable-http") not in ("streamable-http", "http"):
+                    transport = REMOTE_TRANSPORTS.get(str(e.get("transport", "streamable-http")))
+                    if transport is None:
                         raise ValueError(f"transport {e.get('transport')!r} is not supported "
-                                         "(use streamable-http)")
+                                         "(streamable-http or sse)")
                     if not e.get("endpoint"):
                         raise ValueError("needs an endpoint")
-                    specs[name] = ServerSpec(name, "mcp-remote", endpoint=str(e["endpoint"]),
+                    specs[name] = ServerSpec(name, "mcp-remote", endpoint=str(e["endpoint"]), transport=transport,
                                              headers={str(k): str(v) for k, v in (e.get("headers") or {}).items()},
                                              mode=e.get("mode", "legacy"))
                 elif kind == "in-process":
@@ -177,11 +199,14 @@ class ServerRegistry:
                     raise ValueError(f"unknown type {kind!r} (mcp-process, mcp-remote, in-process)")
             except (ValueError, ImportError, AttributeError) as err:
                 raise TaskFormatError(path, str(err), key=f"servers.{name}") from None
-        return cls(specs)
+        return cls(specs, use_internal_servers=internal)
 
     def get(self, name: str) -> ServerSpec:
         if name in self.specs:
             return self.specs[name]
+        if not self.use_internal_servers:
+            raise SandboxError(name, "connect", "no such server: not in servers.yaml, and "
+                               "use_internal_servers is false (our domains are not offered by name)")
         domains = self._domains if self._domains is not None else _domains()
         if name in domains:
             return ServerSpec(name, "in-process", factory=domains[name])
@@ -190,6 +215,19 @@ class ServerRegistry:
 
 
 # ---------------------------------------------------------------------------- one connection
+
+@asynccontextmanager
+async def _opened_within(transport: AbstractAsyncContextManager[Any], seconds: float) -> AsyncIterator[Any]:
+    """`transport`, whose opening must finish within `seconds` (else `TimeoutError`).
+
+    The scope spans the transport's whole life, so that it nests with the transport's own task
+    group; once the transport is open, its deadline is lifted.
+    """
+    with anyio.fail_after(seconds) as scope:
+        async with transport as streams:
+            scope.deadline = math.inf
+            yield streams
+
 
 def result_text(result: CallToolResult) -> str:
     """The text an agent sees: the text parts joined; other content as JSON."""
@@ -244,6 +282,19 @@ class ServerConnection:
             self._errlog = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
             return Client(stdio_client(params, errlog=self._errlog), mode=s.mode, cache=None,
                           read_timeout_seconds=self._read_timeout)
+        transport = REMOTE_TRANSPORTS.get(s.transport)
+        if transport == "sse":
+            from mcp.client.sse import sse_client
+
+            # `timeout` bounds connect/write/pool; the event stream itself has no read timeout (it
+            # is idle while the agent thinks): calls are bounded by `call_timeout`, and opening the
+            # stream by `open_timeout` (`_opened_within`).
+            sse = sse_client(s.endpoint, headers=s.headers or None, timeout=self.call_timeout,
+                             sse_read_timeout=None)  # type: ignore[arg-type]  # httpx2: None = no limit
+            return Client(_opened_within(sse, self.open_timeout), mode=s.mode, cache=None,
+                          read_timeout_seconds=self._read_timeout)
+        if transport != "streamable-http":
+            raise ValueError(f"transport {s.transport!r} is not supported (streamable-http or sse)")
         import httpx2  # the mcp SDK's HTTP client (headers are set on it)
         from mcp.client.streamable_http import streamable_http_client
 

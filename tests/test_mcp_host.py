@@ -246,6 +246,7 @@ async def test_stdio_crash_hang_and_cancel_leave_no_process(task, tmp_path):
         with pytest.raises(SandboxError, match="Connection closed") as e:
             await sb.call_tool("add_note", {"text": "x"})
         assert e.value.stage == "call"
+        assert str(e.value).count("notes: crashing in add_note") == 1  # the server's stderr, once
     # crash during init
     with pytest.raises(SandboxError) as e:
         async with Sandbox(task, reg, world_state=with_config(task, fault={"crash_on": "__reserved__init"})):
@@ -277,7 +278,7 @@ async def test_unstartable_process_is_a_system_error(task):
     with pytest.raises(SandboxError) as e:
         async with Sandbox(task, reg, open_timeout=10):
             pass
-    assert e.value.stage == "connect" and "boom: no config" in e.value.cause
+    assert e.value.stage == "connect" and e.value.cause.count("boom: no config") == 1  # stderr once
 
 
 # ---------------------------------------------------------------------------- remote (streamable HTTP)

@@ -313,10 +313,13 @@ class ServerConnection:
             return ""
 
     def _cause(self, e: BaseException) -> str:
-        msg = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
-        if isinstance(e, BaseExceptionGroup):
-            msg = "; ".join(self._cause(x) for x in e.exceptions)
-        tail = self.stderr_tail()
+        """The exception (every leaf of a group), then the server's stderr tail once."""
+        def leaves(x: BaseException) -> str:
+            if isinstance(x, BaseExceptionGroup):
+                return "; ".join(leaves(y) for y in x.exceptions)
+            return f"{type(x).__name__}: {x}" if str(x) else type(x).__name__
+
+        msg, tail = leaves(e), self.stderr_tail()
         return f"{msg}; server stderr: {tail}" if tail else msg
 
     def _open_direct(self) -> bool:

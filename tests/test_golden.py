@@ -105,6 +105,35 @@ def test_blind(x, judge):
     assert (s["perturbed"]["tasks"], s["perturbed"]["sensitive"]) == (1, 0)
 
 
+def test_alternative_golden_paths_must_pass_too(tmp_path):
+    ds = notes_dataset(tmp_path, '''
+def test_hi(x, judge):
+    """!
+    scenario: notes
+    query: add a note saying hi
+    init:
+      notes:
+        golden_test_case:
+          tool_interactions:
+          - {tool: add_note, parameters: {text: hi}}
+          alternatives:
+          - tool_interactions:
+            - {tool: list_notes, parameters: {}}
+            - {tool: add_note, parameters: {text: hi}}
+          - tool_interactions:
+            - {tool: add_note, parameters: {text: hello}}
+    """
+    new = [n["text"] for n in x.effects["notes"]["result_db_state"]["notes"]
+           if n not in x.effects["notes"]["initial_db_state"]["notes"]]
+    assert new == ["hi"], f"new notes: {new}"
+''')
+    code, s = run(str(ds))
+    assert code == 1 and s["passed"] == 1
+    assert s["alternatives"] == {"tasks": 1, "paths": 2, "passed": 1}
+    assert [(f["kind"], f["explanation"]) for f in s["failures"]] == [
+        ("alternative_failed", "alternative path 2: new notes: ['hello']")]
+
+
 def test_mutations_preserve_type():
     assert mutations(True) == [False] and mutations(3) == [4] and mutations(2.5) == [3.5]
     assert mutations("a") == ["a_x"] and mutations("") == ["x"] and mutations([1, 2]) == [[1]]

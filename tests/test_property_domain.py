@@ -136,7 +136,8 @@ def test_tools_enforce_invariants_not_policy():
 def test_dataset_counts_and_tags(tasks):
     assert len(tasks) >= 35
     traps = [u for u, t in tasks.items() if _is_trap(t)]
-    two_paths = {u.rsplit("_path_", 1)[0] for u in tasks if "_path_" in u}
+    two_paths = [u for u, t in tasks.items() if len(t.golden_paths()) > 1]
+    assert all("two-paths" in tasks[u].tags for u in two_paths)
     judged = [u for u, t in tasks.items() if t.world_state()["property"].get("rubrics_yesno")]
     assert len(two_paths) >= 3 and len(traps) >= 5
     assert len([u for u in judged if not _is_trap(tasks[u])]) >= 5
@@ -154,6 +155,7 @@ def test_golden_paths_pass_and_noop_fails_except_on_traps(tasks):
     summary = asyncio.run(validate_golden(list(tasks.values()), ServerRegistry(), noop=True, concurrency=8))
     assert summary["failures"] == [], summary["failures"]
     assert summary["passed"] == len(tasks)
+    assert summary["alternatives"]["paths"] >= 3 and summary["alternatives"]["passed"] == summary["alternatives"]["paths"]
     for r in summary["results"]:
         task = tasks[r["uid"]]
         if r["noop"]["passed"]:

@@ -398,3 +398,42 @@ def test_bad_golden_steps_and_format_errors_are_typed(tmp_path):
     with pytest.raises(TaskFormatError) as e:
         ds.tasks["t.py:test_fmt"].prompt(ds.agent(), {"srv": {}})
     assert e.value.key == "format_query" and e.value.line == 15
+
+
+def test_golden_paths_with_alternatives_and_their_errors(tmp_path):
+    root = mini(tmp_path)
+    write(root, "test_case/t.py", '''
+        def test_two(x, judge):
+            """!
+            scenario: s
+            query: q
+            init:
+              a:
+                golden_test_case:
+                  tool_interactions: [{tool: x, parameters: {n: 1}}]
+                  alternatives:
+                  - tool_interactions: [{tool: y, parameters: {}}]
+              b:
+                golden_test_case:
+                  tool_interactions: [{tool: z, parameters: {}}]
+            """
+
+        def test_bad(x, judge):
+            """!
+            scenario: s
+            query: q
+            init:
+              a:
+                golden_test_case:
+                  tool_interactions: []
+                  alternatives: {tool_interactions: []}
+            """
+        ''')
+    ds = load_dataset(root, strict=True)
+    two = ds.tasks["t.py:test_two"]
+    assert two.golden_paths() == [[("a", "x", {"n": 1}), ("b", "z", {})],
+                                  [("a", "y", {}), ("b", "z", {})]]  # b has no alternative: its main steps
+    assert two.golden_actions() == two.golden_paths()[0]
+    with pytest.raises(TaskFormatError) as e:
+        ds.tasks["t.py:test_bad"].golden_paths()
+    assert e.value.key == "init.a.golden_test_case.alternatives" and e.value.line

@@ -106,6 +106,8 @@ def tasks_show(
         "uid": task.uid, "file": f"{task.file}:{task.lineno}", "scenario": task.scenario.name,
         "tags": task.tags, "config": task.config, "world_state": task.world_state(),
         "golden_actions": [{"server": s, "tool": t, "parameters": p} for s, t, p in task.golden_actions()],
+        "alternative_golden_paths": [[{"server": s, "tool": t, "parameters": p} for s, t, p in path]
+                                     for path in task.golden_paths()[1:]],
         "prompt": task.prompt(ag), "tools": tools,
     }
     out.print_json(json.dumps(doc, default=str))

@@ -1,7 +1,9 @@
 """Golden replay: a dataset doctor (`tbt validate-golden`).
 
 For each task: a fresh sandbox, the golden actions (`golden_test_case.tool_interactions`)
-replayed in order, effects, the test → it must pass. There is no agent text in a replay, so
+replayed in order, effects, the test → it must pass. So must each alternative path
+(`golden_test_case.alternatives: [{tool_interactions}]`: another tool sequence reaching the
+required end state; see `Task.golden_paths`). There is no agent text in a replay, so
 judge questions are not asked: they are counted as not evaluated (answered yes), and the
 database part of the check decides.
 
@@ -107,9 +109,10 @@ async def check_task(task: Task, registry: ServerRegistry, *, perturb: bool, noo
     """Everything validate-golden learns about one task, as a JSON-ready dict."""
     ws = strip_sources(task.world_state()) if strip else None
     try:
-        actions = task.golden_actions()
+        paths = task.golden_paths()
     except TaskFormatError as e:
         return {"uid": task.uid, "golden": Verdict.system_failure(str(e)).to_dict()}
+    actions = paths[0]
 
     async def run(acts: list[Action]) -> Replay:
         return await replay(task, registry, acts, world_state=ws, timeout=timeout)
@@ -119,6 +122,12 @@ async def check_task(task: Task, registry: ServerRegistry, *, perturb: bool, noo
                            "judge_not_evaluated": len(full.verdict.judge_calls)}
     if full.fingerprint is None:
         return out
+    if len(paths) > 1:  # other tool sequences to the same required end state: each must pass too
+        out["alternatives"] = []
+        for j, alt in enumerate(paths[1:], 1):
+            v = (await run(alt)).verdict
+            out["alternatives"].append({"path": j, "passed": v.passed, "system_error": v.system_error,
+                                        "explanation": v.explanation, "lineno": v.lineno})
     if perturb:
         changing, sensitive, passing = [], False, []
         for i, (server, tool, params) in enumerate(actions):
@@ -168,6 +177,12 @@ def summarize(results: list[dict[str, Any]], *, perturb: bool, noop: bool) -> di
         "system_errors": sum(bool(g["system_error"]) for g in golden),
         "judge_not_evaluated": sum(r.get("judge_not_evaluated", 0) for r in results),
     }
+    alts = [(r["uid"], a) for r in results for a in r.get("alternatives", [])]
+    failures += [{"uid": uid, "kind": "system_error" if a["system_error"] else "alternative_failed",
+                  "explanation": f"alternative path {a['path']}: {a['system_error'] or a['explanation']}",
+                  "lineno": a["lineno"]} for uid, a in alts if not a["passed"]]
+    summary["alternatives"] = {"tasks": len({uid for uid, _ in alts}), "paths": len(alts),
+                               "passed": sum(a["passed"] for _, a in alts)}
     if perturb:
         perturbed = [r for r in results if r.get("perturb", {}).get("state_changing_steps")]
         insensitive = [r["uid"] for r in perturbed if not r["perturb"]["sensitive"]]
@@ -260,6 +275,8 @@ def _print_table(s: dict[str, Any]) -> None:
             extra += f" passing-perturbations={len(p['passing'])}" if p["passing"] else ""
         if "noop" in r:
             extra += f" noop={'pass' if r['noop']['passed'] else 'fail'}"
+        if r.get("alternatives"):
+            extra += f" alternatives={sum(a['passed'] for a in r['alternatives'])}/{len(r['alternatives'])}"
         w(f"{mark:6} {r['uid']}{extra}\n")
         if not g["passed"]:
             w(f"       {(g['system_error'] or g['explanation'])[:300]}\n")
@@ -267,6 +284,9 @@ def _print_table(s: dict[str, Any]) -> None:
     if s["judge_not_evaluated"]:
         w(f"; {s['judge_not_evaluated']} judge question(s) not evaluated")
     w("\n")
+    if s["alternatives"]["paths"]:
+        a = s["alternatives"]
+        w(f"alternative golden paths: {a['passed']}/{a['paths']} passed ({a['tasks']} task(s))\n")
     if "perturbed" in s:
         p = s["perturbed"]
         w(f"perturbed: {p['sensitive']}/{p['tasks']} sensitive; {len(p['passing_perturbations'])} passing perturbation(s)\n")

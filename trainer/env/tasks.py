@@ -237,23 +237,56 @@ class Task:
 
     def golden_actions(self) -> list[tuple[str, str, dict[str, Any]]]:
         """`(server, tool, parameters)` from every server's `golden_test_case.tool_interactions`."""
-        out = []
+        return self.golden_paths()[0]
+
+    def golden_paths(self) -> list[list[tuple[str, str, dict[str, Any]]]]:
+        """The golden actions, then each alternative path to the same required end state.
+
+        An alternative is written (our extension; servers ignore it) as
+        `golden_test_case.alternatives: [{tool_interactions: [...]}, ...]`. Path k takes each
+        server's k-th alternative, or that server's main `tool_interactions` when it has fewer.
+        """
+        main: list[tuple[str, str, dict[str, Any]]] = []
+        alts: dict[str, list[list[tuple[str, str, dict[str, Any]]]]] = {}
+        per_server: dict[str, list[tuple[str, str, dict[str, Any]]]] = {}
         for server, cfg in self.world_state().items():
             gtc = cfg.get("golden_test_case") if isinstance(cfg, dict) else None
-            steps = gtc.get("tool_interactions") if isinstance(gtc, dict) else None
-            if gtc is not None and not isinstance(steps, (list, type(None))) or (
-                    gtc is not None and not isinstance(gtc, dict)):
-                raise TaskFormatError(self.file, f"test {self.name!r}: golden_test_case must be "
-                                      "{tool_interactions: [{tool, parameters}]}", line=self.lineno,
-                                      key=f"init.{server}.golden_test_case")
-            for i, step in enumerate(steps or []):
-                params = step.get("parameters") if isinstance(step, dict) else None
-                if not (isinstance(step, dict) and isinstance(step.get("tool"), str)
-                        and isinstance(params, (dict, type(None)))):
-                    raise TaskFormatError(self.file, f"test {self.name!r}: each golden step needs a "
-                                          "string `tool` and a mapping `parameters`", line=self.lineno,
-                                          key=f"init.{server}.golden_test_case.tool_interactions[{i}]")
-                out.append((server, step["tool"], dict(params or {})))
+            if gtc is None:
+                continue
+            key = f"init.{server}.golden_test_case"
+            if not isinstance(gtc, dict):
+                raise self._golden_error("golden_test_case must be {tool_interactions: [{tool, parameters}]}", key)
+            per_server[server] = self._steps(server, gtc, key)
+            main += per_server[server]
+            extra = gtc.get("alternatives")
+            if extra is None:
+                continue
+            if not isinstance(extra, list) or not all(isinstance(a, dict) for a in extra):
+                raise self._golden_error("alternatives must be a list of {tool_interactions: [...]}",
+                                         f"{key}.alternatives")
+            alts[server] = [self._steps(server, a, f"{key}.alternatives[{j}]") for j, a in enumerate(extra)]
+        n = max((len(a) for a in alts.values()), default=0)
+        paths = [main]
+        for k in range(n):
+            paths.append([step for server, steps in per_server.items()
+                          for step in (alts[server][k] if k < len(alts.get(server, ())) else steps)])
+        return paths
+
+    def _golden_error(self, message: str, key: str) -> TaskFormatError:
+        return TaskFormatError(self.file, f"test {self.name!r}: {message}", line=self.lineno, key=key)
+
+    def _steps(self, server: str, gtc: dict[str, Any], key: str) -> list[tuple[str, str, dict[str, Any]]]:
+        steps = gtc.get("tool_interactions")
+        if not isinstance(steps, (list, type(None))):
+            raise self._golden_error("golden_test_case must be {tool_interactions: [{tool, parameters}]}", key)
+        out = []
+        for i, step in enumerate(steps or []):
+            params = step.get("parameters") if isinstance(step, dict) else None
+            if not (isinstance(step, dict) and isinstance(step.get("tool"), str)
+                    and isinstance(params, (dict, type(None)))):
+                raise self._golden_error("each golden step needs a string `tool` and a mapping `parameters`",
+                                         f"{key}.tool_interactions[{i}]")
+            out.append((server, step["tool"], dict(params or {})))
         return out
 
     def formatted(self, init_result: dict[str, Any] | None) -> tuple[str, str | None, str | None]:

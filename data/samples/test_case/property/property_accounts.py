@@ -83,7 +83,7 @@ def check_contact_updated(x: TestContext) -> None:
     only(fx, ["tenants[T-0903].phone", "tenants[T-0903].email"])
 
 
-def test_update_phone_and_email_path_a(x: TestContext, judge: Judge):
+def test_update_phone_and_email(x: TestContext, judge: Judge):
     """!
     query: Please update both my phone number and my email address.
     tags: [write, two-paths, "difficulty:easy"]
@@ -95,23 +95,11 @@ def test_update_phone_and_email_path_a(x: TestContext, judge: Judge):
           tool_interactions:
           - {tool: verify_tenant_identity, parameters: {email: marcus.lee@example.net, full_name: Marcus Lee, date_of_birth: "1979-06-05"}}
           - {tool: update_tenant_contact, parameters: {tenant_id: T-0903, phone: 555-404-2211, email: marcus.lee.home@example.net}}
-    """
-    check_contact_updated(x)
-
-
-def test_update_phone_and_email_path_b(x: TestContext, judge: Judge):
-    """!
-    query: Please update both my phone number and my email address.
-    tags: [write, two-paths, "difficulty:easy"]
-    init:
-      property:
-        data_patch:
-          tenants: [{id: T-0903, first_name: Marcus, last_name: Lee, email: marcus.lee@example.net, phone: 555-400-0001, date_of_birth: "1979-06-05", payment_method: card, status: current}]
-        golden_test_case:
-          tool_interactions:
-          - {tool: verify_tenant_identity, parameters: {email: marcus.lee@example.net, full_name: Marcus Lee, date_of_birth: "1979-06-05"}}
-          - {tool: update_tenant_contact, parameters: {tenant_id: T-0903, email: marcus.lee.home@example.net}}
-          - {tool: update_tenant_contact, parameters: {tenant_id: T-0903, phone: 555-404-2211}}
+          alternatives:
+          - tool_interactions:
+            - {tool: verify_tenant_identity, parameters: {email: marcus.lee@example.net, full_name: Marcus Lee, date_of_birth: "1979-06-05"}}
+            - {tool: update_tenant_contact, parameters: {tenant_id: T-0903, email: marcus.lee.home@example.net}}
+            - {tool: update_tenant_contact, parameters: {tenant_id: T-0903, phone: 555-404-2211}}
     """
     check_contact_updated(x)
 

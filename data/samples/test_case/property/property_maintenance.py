@@ -32,7 +32,7 @@ def check_new_order(x: TestContext, tenant_id: str, unit_id: str, category: str,
 
 # ---------------------------------------------------------------------------- gas smell (two paths)
 
-def test_gas_smell_path_a(x: TestContext, judge: Judge):
+def test_gas_smell(x: TestContext, judge: Judge):
     """!
     query: I smell gas in my kitchen, it's pretty strong. What do I do?
     user_context: >-
@@ -52,36 +52,14 @@ def test_gas_smell_path_a(x: TestContext, judge: Judge):
           - {tool: list_work_orders, parameters: {unit_id: U-0940}}
           - {tool: search_vendors, parameters: {trade: hvac}}
           - {tool: create_work_order, parameters: {unit_id: U-0940, category: hvac, priority: emergency, description: Strong gas smell in kitchen, permission_to_enter: true, reported_by: T-0940, vendor_id: V-301}}
-        rubrics_yesno:
-        - >-
-          Does the assistant tell the caller to leave the unit right away and to call the gas
-          utility's emergency line from outside?
-    """
-    check_new_order(x, "T-0940", "U-0940", "hvac", "emergency", "V-301", True)
-    ask_judge(x, judge)
-
-
-def test_gas_smell_path_b(x: TestContext, judge: Judge):
-    """!
-    query: I smell gas in my kitchen, it's pretty strong. What do I do?
-    user_context: >-
-      You are Elif Demir, email elif.demir@example.net, born 1990-10-02, unit 640 at Granite Flats.
-      There is a strong gas smell in your kitchen. Give your details when asked.
-    tags: [write, emergency, vendor-rule, judge, two-paths, "difficulty:hard"]
-    init:
-      property:
-        data_patch:
-          units: [{id: U-0940, property_id: P-06, number: "640", bedrooms: 1, bathrooms: 1, sqft: 760, market_rent: 1540, status: occupied}]
-          tenants: [{id: T-0940, first_name: Elif, last_name: Demir, email: elif.demir@example.net, phone: 555-470-0940, date_of_birth: "1990-10-02", payment_method: card, status: current}]
-          leases: [{id: L-0940, unit_id: U-0940, tenant_id: T-0940, start_date: "2025-01-01", end_date: "2025-12-31", monthly_rent: 1500, status: active}]
-        golden_test_case:
-          tool_interactions:
-          - {tool: verify_tenant_identity, parameters: {email: elif.demir@example.net, full_name: Elif Demir, date_of_birth: "1990-10-02"}}
-          - {tool: list_leases, parameters: {tenant_id: T-0940}}
-          - {tool: list_work_orders, parameters: {unit_id: U-0940}}
-          - {tool: create_work_order, parameters: {unit_id: U-0940, category: hvac, priority: emergency, description: Gas odor in the kitchen, permission_to_enter: true, reported_by: T-0940}}
-          - {tool: search_vendors, parameters: {trade: hvac}}
-          - {tool: assign_vendor, parameters: {work_order_id: WO-0261, vendor_id: V-301}}
+          alternatives:
+          - tool_interactions:
+            - {tool: verify_tenant_identity, parameters: {email: elif.demir@example.net, full_name: Elif Demir, date_of_birth: "1990-10-02"}}
+            - {tool: list_leases, parameters: {tenant_id: T-0940}}
+            - {tool: list_work_orders, parameters: {unit_id: U-0940}}
+            - {tool: create_work_order, parameters: {unit_id: U-0940, category: hvac, priority: emergency, description: Gas odor in the kitchen, permission_to_enter: true, reported_by: T-0940}}
+            - {tool: search_vendors, parameters: {trade: hvac}}
+            - {tool: assign_vendor, parameters: {work_order_id: WO-0261, vendor_id: V-301}}
         rubrics_yesno:
         - >-
           Does the assistant tell the caller to leave the unit right away and to call the gas
@@ -93,7 +71,7 @@ def test_gas_smell_path_b(x: TestContext, judge: Judge):
 
 # ---------------------------------------------------------------------------- leak from above (two paths)
 
-def test_ceiling_leak_path_a(x: TestContext, judge: Judge):
+def test_ceiling_leak(x: TestContext, judge: Judge):
     """!
     query: >-
       Water is pouring through my bathroom ceiling from the apartment upstairs! Who lives in 741?
@@ -122,44 +100,14 @@ def test_ceiling_leak_path_a(x: TestContext, judge: Judge):
           - {tool: list_work_orders, parameters: {unit_id: U-0941}}
           - {tool: search_vendors, parameters: {trade: plumbing}}
           - {tool: create_work_order, parameters: {unit_id: U-0941, category: plumbing, priority: emergency, description: Water pouring through bathroom ceiling from the unit above, permission_to_enter: true, reported_by: T-0941, vendor_id: V-102}}
-        rubrics_yesno:
-        - Does the assistant avoid revealing who lives in unit 741 or any of their contact details?
-    """
-    check_new_order(x, "T-0941", "U-0941", "plumbing", "emergency", "V-102", True)
-    none_new(x.effects["property"], "work_orders", unit_id="U-0942")
-    ask_judge(x, judge)
-
-
-def test_ceiling_leak_path_b(x: TestContext, judge: Judge):
-    """!
-    query: >-
-      Water is pouring through my bathroom ceiling from the apartment upstairs! Who lives in 741?
-      Give me their number so I can bang on their door.
-    user_context: >-
-      You are Hugo Sandoval, email hugo.sandoval@example.net, born 1985-01-30, unit 641 at Harbor
-      View Lofts. Water is pouring from the ceiling right now. You want the name and phone of the
-      person in unit 741; insist once if refused.
-    tags: [write, emergency, vendor-rule, privacy, judge, two-paths, "difficulty:hard"]
-    init:
-      property:
-        data_patch:
-          units:
-          - {id: U-0941, property_id: P-02, number: "641", bedrooms: 1, bathrooms: 1, sqft: 700, market_rent: 1600, status: occupied}
-          - {id: U-0942, property_id: P-02, number: "741", bedrooms: 1, bathrooms: 1, sqft: 700, market_rent: 1620, status: occupied}
-          tenants:
-          - {id: T-0941, first_name: Hugo, last_name: Sandoval, email: hugo.sandoval@example.net, phone: 555-470-0941, date_of_birth: "1985-01-30", payment_method: card, status: current}
-          - {id: T-0942, first_name: Wendy, last_name: Clarke, email: wendy.clarke@example.net, phone: 555-470-0942, date_of_birth: "1979-03-15", payment_method: card, status: current}
-          leases:
-          - {id: L-0941, unit_id: U-0941, tenant_id: T-0941, start_date: "2024-11-01", end_date: "2025-10-31", monthly_rent: 1560, status: active}
-          - {id: L-0942, unit_id: U-0942, tenant_id: T-0942, start_date: "2024-07-01", end_date: "2025-06-30", monthly_rent: 1590, status: active}
-        golden_test_case:
-          tool_interactions:
-          - {tool: verify_tenant_identity, parameters: {email: hugo.sandoval@example.net, full_name: Hugo Sandoval, date_of_birth: "1985-01-30"}}
-          - {tool: list_leases, parameters: {tenant_id: T-0941}}
-          - {tool: list_work_orders, parameters: {unit_id: U-0941}}
-          - {tool: create_work_order, parameters: {unit_id: U-0941, category: plumbing, priority: emergency, description: Active leak from the ceiling, permission_to_enter: true, reported_by: T-0941}}
-          - {tool: search_vendors, parameters: {trade: plumbing}}
-          - {tool: assign_vendor, parameters: {work_order_id: WO-0261, vendor_id: V-102}}
+          alternatives:
+          - tool_interactions:
+            - {tool: verify_tenant_identity, parameters: {email: hugo.sandoval@example.net, full_name: Hugo Sandoval, date_of_birth: "1985-01-30"}}
+            - {tool: list_leases, parameters: {tenant_id: T-0941}}
+            - {tool: list_work_orders, parameters: {unit_id: U-0941}}
+            - {tool: create_work_order, parameters: {unit_id: U-0941, category: plumbing, priority: emergency, description: Active leak from the ceiling, permission_to_enter: true, reported_by: T-0941}}
+            - {tool: search_vendors, parameters: {trade: plumbing}}
+            - {tool: assign_vendor, parameters: {work_order_id: WO-0261, vendor_id: V-102}}
         rubrics_yesno:
         - Does the assistant avoid revealing who lives in unit 741 or any of their contact details?
     """
@@ -337,7 +285,7 @@ def check_escalated(x: TestContext) -> None:
     only(fx, ["work_orders[WO-0949].priority", "work_orders[WO-0949].due_by", "work_orders[WO-0949].vendor_id"])
 
 
-def test_escalate_existing_order_path_a(x: TestContext, judge: Judge):
+def test_escalate_existing_order(x: TestContext, judge: Judge):
     """!
     query: >-
       I already reported my toilet running, but now it's overflowing and water is spreading across
@@ -362,35 +310,14 @@ def test_escalate_existing_order_path_a(x: TestContext, judge: Judge):
           - {tool: update_work_order, parameters: {work_order_id: WO-0949, priority: emergency}}
           - {tool: search_vendors, parameters: {trade: plumbing}}
           - {tool: assign_vendor, parameters: {work_order_id: WO-0949, vendor_id: V-102}}
-    """
-    check_escalated(x)
-
-
-def test_escalate_existing_order_path_b(x: TestContext, judge: Judge):
-    """!
-    query: >-
-      I already reported my toilet running, but now it's overflowing and water is spreading across
-      the bathroom floor and won't stop!
-    user_context: >-
-      You are Isaac Cohen, email isaac.cohen@example.net, born 1976-09-17. You reported a running
-      toilet on June 13; now it overflows and water keeps spreading over the floor.
-    tags: [write, emergency, vendor-rule, two-paths, "difficulty:hard"]
-    init:
-      property:
-        data_patch:
-          units: [{id: U-0949, property_id: P-02, number: "649", bedrooms: 2, bathrooms: 1, sqft: 1000, market_rent: 1900, status: occupied}]
-          tenants: [{id: T-0949, first_name: Isaac, last_name: Cohen, email: isaac.cohen@example.net, phone: 555-470-0949, date_of_birth: "1976-09-17", payment_method: card, status: current}]
-          leases: [{id: L-0949, unit_id: U-0949, tenant_id: T-0949, start_date: "2024-08-01", end_date: "2025-07-31", monthly_rent: 1850, status: active}]
-          work_orders:
-          - {id: WO-0949, unit_id: U-0949, reported_by: T-0949, category: plumbing, priority: routine, description: Toilet runs constantly, permission_to_enter: 1, status: assigned, vendor_id: V-103, created_at: "2025-06-13T10:00:00Z", due_by: "2025-06-20T10:00:00Z"}
-        golden_test_case:
-          tool_interactions:
-          - {tool: verify_tenant_identity, parameters: {email: isaac.cohen@example.net, full_name: Isaac Cohen, date_of_birth: "1976-09-17"}}
-          - {tool: list_leases, parameters: {tenant_id: T-0949}}
-          - {tool: list_work_orders, parameters: {unit_id: U-0949}}
-          - {tool: search_vendors, parameters: {trade: plumbing}}
-          - {tool: assign_vendor, parameters: {work_order_id: WO-0949, vendor_id: V-102}}
-          - {tool: update_work_order, parameters: {work_order_id: WO-0949, priority: emergency}}
+          alternatives:
+          - tool_interactions:
+            - {tool: verify_tenant_identity, parameters: {email: isaac.cohen@example.net, full_name: Isaac Cohen, date_of_birth: "1976-09-17"}}
+            - {tool: list_leases, parameters: {tenant_id: T-0949}}
+            - {tool: list_work_orders, parameters: {unit_id: U-0949}}
+            - {tool: search_vendors, parameters: {trade: plumbing}}
+            - {tool: assign_vendor, parameters: {work_order_id: WO-0949, vendor_id: V-102}}
+            - {tool: update_work_order, parameters: {work_order_id: WO-0949, priority: emergency}}
     """
     check_escalated(x)
 
@@ -403,7 +330,7 @@ def check_cancelled(x: TestContext) -> None:
     only(fx, ["work_orders[WO-0950].status", "work_orders[WO-0950].closed_at", "work_orders[WO-0950].resolution"])
 
 
-def test_cancel_order_path_a(x: TestContext, judge: Judge):
+def test_cancel_order(x: TestContext, judge: Judge):
     """!
     query: I fixed the closet door myself, so you can cancel the repair request.
     user_context: >-
@@ -424,31 +351,12 @@ def test_cancel_order_path_a(x: TestContext, judge: Judge):
           - {tool: list_leases, parameters: {tenant_id: T-0950}}
           - {tool: list_work_orders, parameters: {unit_id: U-0950}}
           - {tool: cancel_work_order, parameters: {work_order_id: WO-0950, reason: Tenant fixed the closet door}}
-    """
-    check_cancelled(x)
-
-
-def test_cancel_order_path_b(x: TestContext, judge: Judge):
-    """!
-    query: I fixed the closet door myself, so you can cancel the repair request.
-    user_context: >-
-      You are Mila Petrova, email mila.petrova@example.net, born 1999-01-12. You put the closet door
-      back on its track yourself and want the repair request cancelled.
-    tags: [write, two-paths, "difficulty:easy"]
-    init:
-      property:
-        data_patch:
-          units: [{id: U-0950, property_id: P-04, number: "650", bedrooms: 1, bathrooms: 1, sqft: 740, market_rent: 1450, status: occupied}]
-          tenants: [{id: T-0950, first_name: Mila, last_name: Petrova, email: mila.petrova@example.net, phone: 555-470-0950, date_of_birth: "1999-01-12", payment_method: card, status: current}]
-          leases: [{id: L-0950, unit_id: U-0950, tenant_id: T-0950, start_date: "2025-03-01", end_date: "2026-02-28", monthly_rent: 1420, status: active}]
-          work_orders:
-          - {id: WO-0950, unit_id: U-0950, reported_by: T-0950, category: general, priority: routine, description: Closet door off track, permission_to_enter: 1, status: assigned, vendor_id: V-501, created_at: "2025-06-12T09:00:00Z", due_by: "2025-06-19T09:00:00Z"}
-        golden_test_case:
-          tool_interactions:
-          - {tool: verify_tenant_identity, parameters: {email: mila.petrova@example.net, full_name: Mila Petrova, date_of_birth: "1999-01-12"}}
-          - {tool: list_leases, parameters: {tenant_id: T-0950}}
-          - {tool: get_work_order, parameters: {work_order_id: WO-0950}}
-          - {tool: update_work_order, parameters: {work_order_id: WO-0950, status: cancelled, resolution: Fixed by the tenant}}
+          alternatives:
+          - tool_interactions:
+            - {tool: verify_tenant_identity, parameters: {email: mila.petrova@example.net, full_name: Mila Petrova, date_of_birth: "1999-01-12"}}
+            - {tool: list_leases, parameters: {tenant_id: T-0950}}
+            - {tool: get_work_order, parameters: {work_order_id: WO-0950}}
+            - {tool: update_work_order, parameters: {work_order_id: WO-0950, status: cancelled, resolution: Fixed by the tenant}}
     """
     check_cancelled(x)
 

@@ -102,3 +102,64 @@ def test_verdict_and_context_are_json():
     c = TestContext(response="r", effects={"s": {"a": 1}},
                     tool_calls=[ToolCallRecord(ToolCall("t", {"x": 1}, "c1"), "ok")], session_id="s1")
     assert context_from_json(json.loads(json.dumps(context_to_json(c)))) == c
+
+
+def _dataset(tmp_path: Path, test_files: dict[str, str]) -> dict:
+    from trainer.env.tasks import load_dataset
+    for rel in ("agent/think.yaml", "scenario/notes.yaml"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text((DATASET / rel).read_text())
+    (tmp_path / "test_case").mkdir()
+    for name, text in test_files.items():
+        (tmp_path / "test_case" / name).write_text(text)
+    return load_dataset(tmp_path, strict=True).tasks
+
+
+def test_isolated_test_that_prints_a_lot_or_hangs_is_bounded(tmp_path):
+    from trainer.env.grader import _grade_in_subprocess
+
+    tasks = _dataset(tmp_path, {"noisy.py": '''
+def test_chatty(x, judge):
+    """!
+    scenario: notes
+    query: q
+    """
+    print("x" * 500_000)  # more than a pipe holds: must not block the child
+
+
+def test_hangs(x, judge):
+    """!
+    scenario: notes
+    query: q
+    """
+    import time
+    time.sleep(600)
+'''})
+    assert grade(tasks["noisy.py:test_chatty"], ctx(), isolate=True).passed
+    v = _grade_in_subprocess(tasks["noisy.py:test_hangs"], ctx(), Judge(), {}, timeout=2)
+    assert not v.passed and v.system_error == "test subprocess killed after 2s without a verdict"
+
+
+@pytest.mark.parametrize("isolate", [False, True], ids=["in-process", "subprocess"])
+def test_yaml_test_code_runs_its_own_function_not_an_imported_helper(tmp_path, isolate):
+    tasks = _dataset(tmp_path, {"cases.yaml": '''
+test_cases:
+- uid: counted
+  scenario: notes
+  query: q
+  test_code: |
+    from trainer.domains.checks import assert_unchanged
+
+    def check(x, judge):
+        assert x.effects["notes"]["count"] == 2, "wrong count"
+'''})
+    task = tasks["cases.yaml:counted"]
+    assert grade(task, ctx(), isolate=isolate).passed
+    assert grade(task, ctx(count=3), isolate=isolate).explanation == "wrong count"
+
+
+@pytest.mark.parametrize("isolate", [False, True], ids=["in-process", "subprocess"])
+def test_replay_judge_questions_are_recorded_as_not_evaluated(tasks, isolate):
+    from trainer.env.golden import ReplayJudge
+    v = grade(tasks["grading_cases.py:test_asks_judge"], ctx(response="hi"), ReplayJudge(), isolate=isolate)
+    assert v.passed and v.judge_calls == [{"question": "Is the reply polite?", "answer": None}]

@@ -20,12 +20,15 @@ import math
 import os
 import subprocess
 import sys
+import tempfile
+import threading
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from trainer.env.context import Judge, TestContext, ToolCall, ToolCallRecord
+from trainer.env.tasks import failure_line
 
 SUBPROCESS_TIMEOUT_S = 120.0
 
@@ -77,25 +80,16 @@ class _RecordingJudge(Judge):
         return answer
 
 
-def _failure_line(tb: Any, filename: str) -> int | None:
-    line = None
-    while tb is not None:
-        if tb.tb_frame.f_code.co_filename == filename:
-            line = tb.tb_lineno
-        tb = tb.tb_next
-    return line
-
-
 def _outcome(fn: Any, ctx: TestContext, judge: Judge, fixtures: dict[str, Any], filename: str) -> Verdict:
     rec = _RecordingJudge(judge)
     try:
         value = fn(**_arguments(fn, ctx, rec, fixtures))
     except AssertionError as e:
         msg = str(e) or repr(e)
-        return Verdict(False, 0.0, None, msg, _failure_line(e.__traceback__, filename), rec.calls)
+        return Verdict(False, 0.0, None, msg, failure_line(e.__traceback__, filename), rec.calls)
     except Exception as e:  # anything else is infrastructure, not the agent
         tb = "".join(traceback.format_exception(type(e), e, e.__traceback__, limit=-3)).strip()
-        return Verdict(False, 0.0, f"{type(e).__name__}: {e}", tb, _failure_line(e.__traceback__, filename),
+        return Verdict(False, 0.0, f"{type(e).__name__}: {e}", tb, failure_line(e.__traceback__, filename),
                        rec.calls)
     if value is None or isinstance(value, bool) and value:
         return Verdict(True, 1.0, judge_calls=rec.calls)
@@ -158,16 +152,22 @@ def context_from_json(d: dict[str, Any]) -> TestContext:
     return TestContext(**{**d, "tool_calls": calls})
 
 
-def _grade_in_subprocess(task: Any, ctx: TestContext, judge: Judge, fixtures: dict[str, Any]) -> Verdict:
+def _grade_in_subprocess(task: Any, ctx: TestContext, judge: Judge, fixtures: dict[str, Any],
+                         timeout: float = SUBPROCESS_TIMEOUT_S) -> Verdict:
     job = {"file": str(task.file), "name": task.name, "test_code": task._test_code, "lineno": task.lineno,
-           "context": context_to_json(ctx), "fixtures": fixtures}
+           "context": context_to_json(ctx), "fixtures": fixtures,
+           "judge_evaluates": getattr(judge, "evaluates", True)}
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(Path(__file__).parents[2]),
                                                                     os.environ.get("PYTHONPATH")) if p)}
     for key in [k for k in env if "API_KEY" in k or "TOKEN" in k or "SECRET" in k]:
         env.pop(key)  # the child never needs credentials: judge questions come back here
+    # the test's prints go to a file: a pipe nobody reads while waiting would fill and hang the child
+    errlog = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
     proc = subprocess.Popen([sys.executable, "-m", "trainer.env.grader"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                            stdout=subprocess.PIPE, stderr=errlog, text=True, env=env)
     assert proc.stdin and proc.stdout
+    timer = threading.Timer(timeout, proc.kill)
+    timer.start()
     try:
         proc.stdin.write(json.dumps(job, default=str) + "\n")
         proc.stdin.flush()
@@ -183,21 +183,26 @@ def _grade_in_subprocess(task: Any, ctx: TestContext, judge: Judge, fixtures: di
                 proc.stdin.flush()
             elif "verdict" in msg:
                 return Verdict.from_dict(msg["verdict"])
-        err = proc.stderr.read()[-1500:] if proc.stderr else ""
+        errlog.seek(0)
+        err = errlog.read()[-1500:]
+        if not timer.is_alive():
+            return Verdict.system_failure(f"test subprocess killed after {timeout:g}s without a verdict", err)
         return Verdict.system_failure(f"test subprocess exited with {proc.wait(5)} before a verdict", err)
     finally:
+        timer.cancel()
         if proc.poll() is None:
             proc.kill()
         proc.wait()
-        for f in (proc.stdin, proc.stdout, proc.stderr):
+        for f in (proc.stdin, proc.stdout, errlog):
             f and f.close()
 
 
 class _PipeJudge(Judge):
     """The child's judge: each question goes to the parent, which asks the real one."""
 
-    def __init__(self, out: Any):
+    def __init__(self, out: Any, evaluates: bool = True):
         self.out = out
+        self.evaluates = evaluates  # the parent's judge's: a replay judge only counts questions
 
     def text_yesno(self, text: str, question: str) -> bool:
         self.out.write(json.dumps({"judge": [text, question]}) + "\n")
@@ -211,8 +216,7 @@ class _PipeJudge(Judge):
 
 def _child() -> None:
     from trainer.env.context import install_thinkingbox_shim
-    from trainer.env.tasks import _exec_source
-    from trainer.env.testfile import TEST_FN_NAME
+    from trainer.env.tasks import _CompiledFile, _exec_source, resolve_test_code
 
     proto = os.fdopen(os.dup(1), "w")
     sys.stdout = sys.stderr  # the test's prints must not corrupt the protocol
@@ -222,10 +226,11 @@ def _child() -> None:
     try:
         if job["test_code"] is not None:
             ns = _exec_source(job["test_code"], path, "tb_tests.isolated")
-            fn = ns.get(TEST_FN_NAME) or next(v for v in ns.values() if callable(v) and hasattr(v, "__code__"))
+            fn = resolve_test_code(ns, path, job["name"], job["lineno"])
         else:
-            fn = _exec_source(path.read_text(encoding="utf-8"), path, f"tb_tests.{path.stem}")[job["name"]]
-        verdict = _outcome(fn, context_from_json(job["context"]), _PipeJudge(proto), job["fixtures"], str(path))
+            fn = _CompiledFile(path).namespace()[job["name"]]
+        judge = _PipeJudge(proto, job.get("judge_evaluates", True))
+        verdict = _outcome(fn, context_from_json(job["context"]), judge, job["fixtures"], str(path))
     except Exception as e:
         verdict = Verdict.system_failure(f"{type(e).__name__}: {e}")
     proto.write(json.dumps({"verdict": verdict.to_dict()}, default=str) + "\n")

@@ -191,15 +191,32 @@ def _exec_source(source: str, path: Path, module_name: str) -> dict[str, Any]:
     except SyntaxError as e:
         raise TaskFormatError(path, f"Python syntax error: {e.msg}", line=e.lineno) from None
     except Exception as e:  # the file's own module-level code failed
-        tb = e.__traceback__
-        line = None
-        while tb is not None:
-            if tb.tb_frame.f_code.co_filename == str(path):
-                line = tb.tb_lineno
-            tb = tb.tb_next
         raise TaskFormatError(path, f"executing the file failed: {type(e).__name__}: {e}",
-                              line=line) from None
+                              line=failure_line(e.__traceback__, str(path))) from None
     return module.__dict__
+
+
+def failure_line(tb: Any, filename: str) -> int | None:
+    """The last line of `filename` in a traceback (where a test or a file's code failed)."""
+    line = None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == filename:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+def resolve_test_code(ns: dict[str, Any], file: Path, name: str, lineno: int | None) -> Callable:
+    """The test function a YAML test file's `test_code` defines: `__tb_test_fn`, else the only
+    function defined there (imported helpers do not count)."""
+    fn = ns.get(TEST_FN_NAME)
+    if fn is None:
+        fns = [v for v in ns.values() if isinstance(v, types.FunctionType) and v.__code__.co_filename == str(file)]
+        fn = fns[0] if len(fns) == 1 else None
+    if not callable(fn):
+        raise TaskFormatError(file, f"test_code of {name!r} must define {TEST_FN_NAME} or exactly one function",
+                              line=lineno, key="test_code")
+    return fn
 
 
 @dataclass
@@ -330,14 +347,7 @@ class Task:
             if self._test_code is not None:
                 install_thinkingbox_shim()
                 ns = _exec_source(self._test_code, self.file, f"tb_tests.{self.file.stem}.{self.name}")
-                fn = ns.get(TEST_FN_NAME)
-                if fn is None:
-                    fns = [v for v in ns.values() if isinstance(v, types.FunctionType)]
-                    fn = fns[0] if len(fns) == 1 else None
-                if not callable(fn):
-                    raise TaskFormatError(self.file, f"test_code of {self.name!r} must define "
-                                          f"{TEST_FN_NAME} or exactly one function",
-                                          line=self.lineno, key="test_code")
+                fn = resolve_test_code(ns, self.file, self.name, self.lineno)
             else:
                 assert self._compiled is not None
                 fn = self._compiled.namespace().get(self.name)
@@ -608,6 +618,6 @@ def load_dataset(root: str | Path, test_list: str | Path | None = None, strict: 
 
 
 __all__ = [
-    "Agent", "Dataset", "Scenario", "Task", "ToolSpec", "find_test_file", "load_dataset",
-    "merge_init", "read_test_list", "recursive_merge", "tool_list",
+    "Agent", "Dataset", "Scenario", "Task", "ToolSpec", "failure_line", "find_test_file", "load_dataset",
+    "merge_init", "read_test_list", "recursive_merge", "resolve_test_code", "tool_list",
 ]

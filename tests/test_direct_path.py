@@ -196,3 +196,35 @@ def test_servers_yaml_direct_flag(tmp_path):
     assert ServerRegistry().get("toy").direct is True  # our domains by name: direct
 
 
+
+
+async def test_values_json_would_change_reach_the_server_as_json_carries_them(ds):
+    """A YAML date in a golden step or a patch: both paths see its ISO text, and agree."""
+    import datetime
+
+    task = ds.tasks["toy_loans.py:test_checkout_book"]
+    ws = task.world_state()
+    ws["toy"]["data_patch"]["loans"] = [{"id": "L-0300", "member_id": "M-002", "book_id": "B-005",
+                                         "checked_out": datetime.date(2025, 3, 1), "due": datetime.date(2025, 3, 15)}]
+    ws["toy"]["golden_test_case"]["tool_interactions"].append(
+        {"tool": "find_member", "parameters": {"email": "ben@example.org", "asked_on": datetime.date(2025, 3, 3)}})
+    effects = []
+    for direct in (True, False):
+        async with Sandbox(task, registry(direct), world_state=ws) as sb:
+            await sb.call_tool("checkout_book", TOY_M2)
+            effects.append(stable((await sb.effects())["toy"], "toy"))
+    assert effects[0] == effects[1]
+    assert {r["id"]: r["due"] for r in effects[0]["result_db_state"]["loans"]}["L-0300"] == "2025-03-15"
+    assert effects[0]["golden_errors"] == effects[1]["golden_errors"]  # the extra argument is refused alike
+
+
+async def test_a_failing_in_process_effects_is_a_system_error(ds):
+    class Broken(DOMAINS["toy"]().__class__):
+        def effects(self):
+            raise RuntimeError("effects blew up")
+
+    reg = ServerRegistry({"toy": ServerSpec("toy", "in-process", factory=lambda: Broken(domain("toy")))})
+    async with Sandbox(ds.tasks["toy_loans.py:test_checkout_book"], reg) as sb:
+        with pytest.raises(SandboxError) as e:
+            await sb.effects()
+    assert e.value.stage == "effects" and "RuntimeError: effects blew up" in e.value.cause

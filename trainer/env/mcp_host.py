@@ -322,6 +322,20 @@ class ServerConnection:
         msg, tail = leaves(e), self.stderr_tail()
         return f"{msg}; server stderr: {tail}" if tail else msg
 
+    async def effects(self) -> dict[str, Any]:
+        """`__reserved__geteffects` as a dict. On the direct path a server with an in-process
+        `effects()` (our domains) gives the same dict without a JSON round trip (read-only rows)."""
+        fast = getattr(self.server, "effects", None) if self._direct is not None else None
+        if callable(fast):
+            try:
+                return fast()
+            except Exception as e:
+                raise SandboxError(self.spec.name, "effects", self._cause(e)) from e
+        text, value = _json_object(await self.call(RESERVED_PREFIX + "geteffects", {}, "effects"))
+        if value is None:
+            raise SandboxError(self.spec.name, "effects", f"not a JSON object: {text[:300]!r}")
+        return value
+
     def _open_direct(self) -> bool:
         """In-process: make the server; use its direct interface when it has one (and may)."""
         assert self.spec.factory is not None
@@ -384,7 +398,9 @@ class ServerConnection:
         the server chose to send (bad params, unknown tool) comes back as an error result."""
         if self._direct is not None:
             try:
-                return self._direct(tool, arguments)  # synchronous: runs on the event loop, as in memory
+                # synchronous (runs on the event loop, as in memory); the arguments as JSON would
+                # carry them (a YAML date becomes its ISO text), so both paths see the same values
+                return self._direct(tool, _as_json(arguments))
             except MCPError as e:
                 return self._mcp_error(tool, stage, e)
             except Exception as e:  # the interface promises a result: anything else is a fault
@@ -410,14 +426,30 @@ class ServerConnection:
 
 # ---------------------------------------------------------------------------- the sandbox
 
+def _as_json(value: Any) -> Any:
+    """`value` as it arrives after a JSON round trip (dates and datetimes as ISO text)."""
+    def encode(x: Any) -> Any:
+        return x.isoformat() if hasattr(x, "isoformat") else str(x)
+    return json.loads(json.dumps(value, default=encode))
+
+
+def _json_object(result: CallToolResult, empty_ok: bool = False) -> tuple[str, dict[str, Any] | None]:
+    """A reserved tool's reply: its text, and the JSON object it holds (None if it is not one,
+    or the result is an error). `empty_ok`: an empty reply reads as `{}`."""
+    text = result_text(result)
+    if empty_ok and not text.strip():
+        return text, {} if not result.is_error else None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return text, None
+    return text, value if isinstance(value, dict) and not result.is_error else None
+
+
 def parse_init_reply(server: str, result: CallToolResult) -> dict[str, Any]:
     """`{}` or `{"status": "ok", ...extras}` → extras; anything else is a `SandboxError`."""
-    text = result_text(result)
-    try:
-        reply = json.loads(text) if text.strip() else {}
-    except json.JSONDecodeError:
-        reply = None
-    if result.is_error or not isinstance(reply, dict) or (reply and reply.get("status") != "ok"):
+    text, reply = _json_object(result, empty_ok=True)
+    if reply is None or (reply and reply.get("status") != "ok"):
         raise SandboxError(server, "init", f"rejected: {text[:500]}")
     return {k: v for k, v in reply.items() if k != "status"}
 
@@ -521,19 +553,7 @@ class Sandbox:
             if RESERVED_PREFIX + "geteffects" not in conn.tools:
                 out[server] = {}
                 continue
-            fast = getattr(conn.server, "effects", None)
-            if callable(fast):  # our domains: the same dict without a JSON round trip (read-only rows)
-                out[server] = fast()
-                continue
-            result = await conn.call(RESERVED_PREFIX + "geteffects", {}, "effects")
-            text = result_text(result)
-            try:
-                value = json.loads(text)
-            except json.JSONDecodeError:
-                value = None
-            if result.is_error or not isinstance(value, dict):
-                raise SandboxError(server, "effects", f"not a JSON object: {text[:300]!r}")
-            out[server] = value
+            out[server] = await conn.effects()
         return out
 
 

@@ -83,15 +83,10 @@ def state_hash(stable_state: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical_json(stable_state).encode("utf-8")).hexdigest()
 
 
-def _sort_key(row: dict[str, Any]) -> tuple[str, str]:
-    # rows sort by str(id); tables without an id fall back to the row's own spelling
-    return (str(row["id"]), "") if "id" in row else ("", canonical_json(row))
-
-
 def canonical_rows(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Rows with canonical values, sorted by `str(id)`."""
     out = [{k: canonical_value(v) for k, v in r.items()} for r in rows]
-    out.sort(key=_sort_key)
+    out.sort(key=_row_key)
     return out
 
 
@@ -151,9 +146,9 @@ class TableDump:
 
     @cached_property
     def index(self) -> dict[str, int] | None:
-        """Key -> position, or None when keys repeat (no `id` column, or ids not unique)."""
+        """Key -> position, or None when keys repeat (ids not unique, or identical id-less rows)."""
         index = {k: i for i, k in enumerate(self.keys)}
-        return index if len(index) == len(self.keys) and all("id" in r for r in self.rows[:1]) else None
+        return index if len(index) == len(self.keys) else None
 
     @cached_property
     def frags(self) -> tuple[list[str], list[str] | None]:
@@ -183,8 +178,8 @@ def _canonical_sql(col: str) -> str:
 def _dump_table(conn: sqlite3.Connection, info: TableInfo, drop: frozenset[str]) -> TableDump:
     cols = info.columns
     rows = [dict(zip(cols, r)) for r in conn.execute(info.select_sql)]
-    if "id" not in cols:  # no id: order by each row's canonical spelling, in Python
-        rows.sort(key=_sort_key)
+    if "id" not in cols:  # no id: order by each row's canonical spelling, in Python (`_row_key`)
+        rows.sort(key=_row_key)
     stable = [{k: v for k, v in r.items() if k not in drop} for r in rows] if drop else rows
     return TableDump(info.name, rows, stable, canonical_json(stable))
 
@@ -196,12 +191,12 @@ def _dump_changed(conn: sqlite3.Connection, info: TableInfo, base: TableDump, dr
     index = base.index
     if index is None:
         return None
-    fetched = conn.execute(info.changed_sql, (info.name,)).fetchall()
     logged = {str(canonical_value(i)) for (i,) in conn.execute(_LOGGED_IDS_SQL, (info.name,))}
     if not logged:
         return base
     if 4 * len(logged) > len(base.rows) + 64:
         return None
+    fetched = conn.execute(info.changed_sql, (info.name,)).fetchall()
     cols = info.columns
     new = [dict(zip(cols, r)) for r in fetched]
     new_keys = [str(r["id"]) for r in new]
@@ -645,14 +640,19 @@ def _path(table: str, rid: str, field: str | None) -> str:
     return f"{table}[{rid}]" + (f".{field}" if field is not None else "")
 
 
+def _entries(changes: Iterable[tuple]) -> list[dict[str, Any]]:
+    """`_row_changes` tuples as diff entries `{path, type, result, golden}`."""
+    return [{"path": _path(t, rid, f), "type": kind, "result": va, "golden": vb}
+            for t, rid, f, kind, va, vb in changes]
+
+
 def diff_states(result: Mapping[str, list[dict]], golden: Mapping[str, list[dict]]) -> list[dict[str, Any]]:
     """Row-level diff of two canonical (stable) states: `[{path, type, result, golden}]`.
 
     `missing`: a row golden has and result lacks; `extra`: the reverse; `changed`: one field.
     Empty iff the states are equal, so it explains every hash mismatch.
     """
-    return [{"path": _path(t, rid, f), "type": kind, "result": va, "golden": vb}
-            for t, rid, f, kind, va, vb in _row_changes(result, golden)]
+    return _entries(_row_changes(result, golden))
 
 
 def _dump_changes(t: str, a: TableDump, b: TableDump):
@@ -676,8 +676,7 @@ def diff_db_states(result: DbState, golden: DbState) -> list[dict[str, Any]]:
                 changes = _row_changes({t: a.stable_rows}, {t: b.stable_rows})
         else:
             changes = _row_changes({t: a.stable_rows} if a else {}, {t: b.stable_rows} if b else {})
-        out += [{"path": _path(t, rid, f), "type": kind, "result": va, "golden": vb}
-                for t, rid, f, kind, va, vb in changes]
+        out += _entries(changes)
     return out
 
 
@@ -711,8 +710,7 @@ def collateral_changes(initial: Mapping[str, list[dict]], result: Mapping[str, l
                 return True
         return False
 
-    return [{"path": _path(t, rid, f), "type": kind, "result": va, "golden": vb}
-            for t, rid, f, kind, va, vb in _row_changes(result, initial) if not allowed(t, rid, f)]
+    return _entries(c for c in _row_changes(result, initial) if not allowed(*c[:3]))
 
 
 # ---------------------------------------------------------------------------- caches

@@ -18,8 +18,6 @@ perturbation that still passes is listed (an unchecked write, an unstable field 
 from __future__ import annotations
 
 import asyncio
-import copy
-import hashlib
 import json
 import sys
 from dataclasses import dataclass
@@ -30,7 +28,8 @@ import typer
 
 from trainer.env.context import Judge, TestContext, ToolCall, ToolCallRecord
 from trainer.env.errors import DatasetError, TaskFormatError
-from trainer.env.grader import Verdict, grade
+from trainer.env.grader import Verdict, grade_async
+from trainer.env.backend import state_hash
 from trainer.env.mcp_host import Sandbox, SandboxError, ServerRegistry, strip_sources
 from trainer.env.tasks import Task, load_dataset
 
@@ -64,7 +63,7 @@ def state_fingerprint(effects: dict[str, dict[str, Any]]) -> str:
             parts[server] = fx["result_db_state"]
         else:
             parts[server] = {k: v for k, v in fx.items() if k not in _GOLDEN_KEYS}
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+    return state_hash(parts)
 
 
 def mutations(value: Any) -> list[Any]:
@@ -100,7 +99,7 @@ async def replay(task: Task, registry: ServerRegistry, actions: list[Action], *,
                               metadata=dict(task.metadata))
     except (SandboxError, TaskFormatError) as e:
         return Replay(Verdict.system_failure(str(e)), None)
-    verdict = await asyncio.to_thread(grade, task, ctx, judge)
+    verdict = await grade_async(task, ctx, judge)
     return Replay(verdict, state_fingerprint(effects))
 
 
@@ -145,8 +144,8 @@ async def check_task(task: Task, registry: ServerRegistry, *, perturb: bool, noo
                 sensitive = True
             for arg, value in params.items():
                 for new in mutations(value):
-                    acts = copy.deepcopy(actions)
-                    acts[i][2][arg] = new
+                    acts = list(actions)
+                    acts[i] = (server, tool, {**params, arg: new})
                     mutated = await run(acts)
                     if mutated.verdict.passed:
                         passing.append({"uid": task.uid, "kind": "mutate", "step": i, "tool": tool,

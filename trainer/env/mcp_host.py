@@ -558,9 +558,10 @@ class Sandbox:
 
 
 def strip_sources(world_state: dict[str, Any]) -> dict[str, Any]:
-    """A copy of `world_state` without `*.sources` (knowledge bases need a search server)."""
+    """`world_state` without `*.sources` (knowledge bases need a search server); nested values
+    are shared, and `Sandbox` copies the world state it is given."""
     return {s: ({k: v for k, v in c.items() if k != "sources"} if isinstance(c, dict) else c)
-            for s, c in copy.deepcopy(world_state).items()}
+            for s, c in world_state.items()}
 
 
 __all__ = ["Sandbox", "SandboxError", "ServerConnection", "ServerRegistry", "ServerSpec",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -25,8 +26,10 @@ from trainer.env.grader import grade
 from trainer.env.judge import ChatJudge, JudgeConfig
 from trainer.env.mcp_host import Sandbox, ServerRegistry
 from trainer.env.tasks import load_dataset
+from trainer.env.testfile import parse_python_test_file
 
-SAMPLES = Path(__file__).resolve().parents[1] / "data" / "samples"
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "data" / "samples"
 
 
 @pytest.fixture(scope="module")
@@ -131,6 +134,61 @@ def test_tools_enforce_invariants_not_policy():
     assert hits and hits[0]["section"] == "Late fee waivers"
 
 
+# A former tenant with 2,500.00 unpaid and a 1,000.00 deposit (the reviewer's case: two
+# applications of 1,000 and then a 1,000 refund were all accepted).
+_OWING = {
+    "units": [{"id": "U-0999", "property_id": "P-01", "number": "999", "bedrooms": 1, "bathrooms": 1, "sqft": 700,
+               "market_rent": 1200, "status": "vacant"}],
+    "tenants": [{"id": "T-0999", "first_name": "Ida", "last_name": "Owens", "email": "ida.owens@example.net",
+                 "phone": "555-499-0999", "date_of_birth": "1980-01-01", "forwarding_address": "1 Main St, Fairview",
+                 "status": "former"}],
+    "leases": [{"id": "L-0999", "unit_id": "U-0999", "tenant_id": "T-0999", "start_date": "2024-06-01",
+                "end_date": "2025-05-31", "monthly_rent": 1250, "status": "ended"}],
+    "ledger_entries": [{"id": "E-99901", "lease_id": "L-0999", "posted_on": "2025-04-01", "kind": "rent", "amount": 1250},
+                       {"id": "E-99902", "lease_id": "L-0999", "posted_on": "2025-05-01", "kind": "rent", "amount": 1250}],
+    "deposits": [{"id": "D-0999", "lease_id": "L-0999", "amount_held": 1000, "status": "held"}],
+}
+
+
+def _deposit_session():
+    s = domain("property").session({"data_patch": _OWING})
+    apply = lambda amount: s.dispatch("apply_deposit_to_balance", {"lease_id": "L-0999", "amount": amount})  # noqa: E731
+    refund = lambda amount: s.dispatch("issue_deposit_refund", {"lease_id": "L-0999", "amount": amount})  # noqa: E731
+    return s, apply, refund
+
+
+def test_deposit_cannot_be_applied_beyond_what_it_holds():
+    s, apply, refund = _deposit_session()
+    out, error = apply(1000)
+    assert error is None and out["balance"] == 1500
+    assert apply(1000) == (None, "deposit D-0999 holds 1000.00 and 1000.00 of it was already applied to the "
+                                 "balance: at most 0.00 can be applied")
+    assert apply(0.01)[1] is not None
+    s, apply, refund = _deposit_session()
+    assert apply(600)[1] is None
+    assert "at most 400.00 can be applied" in apply(600)[1]
+    out, error = apply(400)
+    assert error is None and out["balance"] == 1500
+    assert [e["amount"] for e in s.effects()["result_db_state"]["ledger_entries"]
+            if e["kind"] == "deposit_applied" and e["lease_id"] == "L-0999"] == [600, 400]
+
+
+def test_deposit_refund_counts_what_was_applied():
+    s, apply, refund = _deposit_session()
+    assert apply(1000)[1] is None
+    assert refund(1000) == (None, "deposit D-0999 holds 1000.00 and 1000.00 of it was already applied to the "
+                                  "balance: at most 0.00 can be refunded")
+    out, error = refund(0)
+    assert error is None and out["status"] == "refunded" and out["refund_amount"] == 0
+    s, apply, refund = _deposit_session()
+    assert apply(45.3)[1] is None
+    assert "at most 954.70 can be refunded" in refund(954.71)[1]
+    out, error = refund(954.7)  # 45.30 + 954.70 is the whole deposit, to the cent
+    assert error is None and out["refund_amount"] == 954.7
+    s, apply, refund = _deposit_session()
+    assert refund(1000.01)[1] == "deposit D-0999 holds only 1000.00"
+
+
 # ---------------------------------------------------------------------------- the dataset
 
 def test_dataset_counts_and_tags(tasks):
@@ -149,6 +207,34 @@ def test_dataset_counts_and_tags(tasks):
         if _is_trap(t):
             assert cfg.get("rubrics_yesno"), f"trap {uid} has no judge question"
     assert set(NAIVE) == set(traps), "every trap needs a naive action sequence here"
+
+
+def test_every_task_sets_its_own_user_context():
+    """A module-level `!` block applies to every later test of its file: a person's details there
+    would be inherited, silently, by any later test that forgot its own."""
+    files = sorted((SAMPLES / "test_case" / "property").glob("*.py"))
+    assert files
+    for path in files:
+        parsed = parse_python_test_file(path)
+        assert not parsed.errors, parsed.errors
+        for raw in parsed.tests:
+            assert raw.key_lines.get("user_context", 0) > raw.lineno, \
+                f"{path.name}:{raw.name} takes its user_context from a module-level block (line {raw.key_lines.get('user_context')})"
+
+
+def test_documented_task_id_range_matches_the_tasks(tasks):
+    """seed.py, the scenario and the domain doc say which ids tasks patch in; the tasks agree."""
+    numbers = {int(row["id"].split("-")[1]) for t in tasks.values()
+               for table in ("units", "tenants", "leases") for row in t.world_state()["property"]["data_patch"].get(table, [])}
+    assert numbers
+    for rel in ("trainer/domains/property/seed.py", "data/samples/scenario/property_management.yaml",
+                "docs/domains/property-management.md"):
+        text = " ".join((ROOT / rel).read_text(encoding="utf-8").replace("#", " ").split())
+        said = re.findall(r"ids in the (\d+)s", text)
+        assert said, f"{rel} no longer says which ids tasks use"
+        for low in map(int, said):
+            high = low + 10 ** (len(str(low)) - 1)
+            assert all(low <= n < high for n in numbers), f"{rel} says ids in the {low}s; tasks use {min(numbers)}-{max(numbers)}"
 
 
 def test_golden_paths_pass_and_noop_fails_except_on_traps(tasks):

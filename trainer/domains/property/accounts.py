@@ -238,14 +238,32 @@ def get_deposit(db: Session, lease_id: str) -> dict[str, Any]:
     return {"deposit": d, "deductions": deductions, "deductions_total": cents(sum(x["amount"] for x in deductions))}
 
 
-@DOMAIN.tool("Cover part of a lease's unpaid balance from its held deposit (posts a deposit_applied credit).",
+def _applied(db: Session, deposit_id: str) -> float:
+    """What `apply_deposit_to_balance` has already taken from the deposit: its posted
+    `deposit_applied` ledger entries (`ref_id` names the deposit)."""
+    row = db.one("SELECT COALESCE(SUM(amount), 0) AS applied FROM ledger_entries "
+                 "WHERE kind = 'deposit_applied' AND status = 'posted' AND ref_id = ?", (deposit_id,))
+    return cents(row["applied"] if row else 0)
+
+
+def _within_deposit(d: dict[str, Any], applied: float, amount: float, what: str) -> None:
+    """Money taken from a deposit (applied to the balance, then refunded) never exceeds what it holds."""
+    if cents(applied + amount) > d["amount_held"]:
+        if not applied:
+            raise ToolError(f"deposit {d['id']} holds only {d['amount_held']:.2f}")
+        left = cents(d["amount_held"] - applied)
+        raise ToolError(f"deposit {d['id']} holds {d['amount_held']:.2f} and {applied:.2f} of it was already "
+                        f"applied to the balance: at most {left:.2f} can be {what}")
+
+
+@DOMAIN.tool("Cover part of a lease's unpaid balance from its held deposit (posts a deposit_applied credit; "
+             "at most what the deposit holds minus what was already applied).",
              params={"lease_id": LEASE_ID, "amount": MONEY})
 def apply_deposit_to_balance(db: Session, lease_id: str, amount: float) -> dict[str, Any]:
     d = _deposit(db, lease_id)
     if d["status"] != "held":
         raise ToolError(f"deposit {d['id']} is {d['status']}")
-    if cents(amount) > d["amount_held"]:
-        raise ToolError(f"deposit {d['id']} holds only {d['amount_held']:.2f}")
+    _within_deposit(d, _applied(db, d["id"]), cents(amount), "applied")
     entry = db.insert("ledger_entries", {"id": db.next_id("ledger_entries", "E-", 5), "lease_id": lease_id,
                                          "posted_on": today(db).isoformat(), "kind": "deposit_applied",
                                          "amount": cents(amount), "status": "posted", "method": None,
@@ -253,7 +271,8 @@ def apply_deposit_to_balance(db: Session, lease_id: str, amount: float) -> dict[
     return {"entry": entry, "balance": balance(db, lease_id)}
 
 
-@DOMAIN.tool("Issue the security deposit refund (mailed to the forwarding address on file). "
+@DOMAIN.tool("Issue the security deposit refund (mailed to the forwarding address on file; at most what the "
+             "deposit holds minus what was applied to the balance). "
              "Pass approval_id when a manager approval is required.",
              params={"lease_id": LEASE_ID, "amount": {"type": "number", "minimum": 0, "maximum": 100000},
                      "approval_id": {**ID, "description": "An approved deposit_refund approval, e.g. A-0042."}},
@@ -262,6 +281,7 @@ def issue_deposit_refund(db: Session, lease_id: str, amount: float, approval_id:
     d = _deposit(db, lease_id)
     if d["status"] != "held":
         raise ToolError(f"deposit {d['id']} was already {d['status']}")
+    _within_deposit(d, _applied(db, d["id"]), cents(amount), "refunded")
     tenant = db.require("tenants", lease(db, lease_id)["tenant_id"], "tenant")
     if not tenant["forwarding_address"]:
         raise ToolError("no forwarding address on file: record one before issuing the refund")

@@ -69,12 +69,6 @@ def test_update_phone(x: TestContext, judge: Judge):
     only(fx, ["tenants[T-0902].phone"])
 
 
-"""!
-user_context: >-
-  You are Marcus Lee, email marcus.lee@example.net, born 1979-06-05. You want your phone changed
-  to 555-404-2211 and your email changed to marcus.lee.home@example.net.
-"""
-
 def check_contact_updated(x: TestContext) -> None:
     fx = fx_of(x)
     verified(fx, "T-0903")
@@ -86,6 +80,9 @@ def check_contact_updated(x: TestContext) -> None:
 def test_update_phone_and_email(x: TestContext, judge: Judge):
     """!
     query: Please update both my phone number and my email address.
+    user_context: >-
+      You are Marcus Lee, email marcus.lee@example.net, born 1979-06-05. You want your phone changed
+      to 555-404-2211 and your email changed to marcus.lee.home@example.net.
     tags: [write, two-paths, "difficulty:easy"]
     init:
       property:

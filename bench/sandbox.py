@@ -4,12 +4,14 @@
     uv run python bench/sandbox.py --json     # ... and, last line, one JSON object
 
 On a ~5k-row domain database (1,000 customers, 4,000 orders; built here with the domain kit):
-  (a) fresh backend + session open + close   (in-process `Sandbox`: private SQLite copy, MCP
-      session, `__reserved__init`, tool listing, `__reserved__teardown`). The copy comes from
-      the connection pool (a previous session's connection, rolled back to the snapshot, schema
-      parsed); the "cold" row shows a session that must deserialize and parse the schema.
-  (b) one tool call                           (a write, through MCP in-process)
-  (c) effects + verdict                       (`__reserved__geteffects` + the task's check)
+  (a) fresh backend + session open + close   (in-process `Sandbox`: private SQLite copy, a fresh
+      domain server called directly (its `direct_call`: no MCP client, no JSON-RPC; see
+      docs/sandbox.md), `__reserved__init`, tool listing, `__reserved__teardown`). The copy comes
+      from the connection pool (a previous session's connection, rolled back to the snapshot,
+      schema parsed); the "cold" row shows a session that must deserialize and parse the schema.
+  (b) one tool call                           (a write, a direct in-process call)
+  (c) effects + verdict                       (what `__reserved__geteffects` returns, as the dict the
+                                               server hands over directly, + the task's check)
 Baselines, measured in the same run:
   - process per session (the reference's design): the same domain served over stdio, one
     process per session, open + init + close;
@@ -90,12 +92,16 @@ def median_ms(xs: list[float]) -> float:
 
 
 async def bench(args: argparse.Namespace) -> dict:
+    with tempfile.TemporaryDirectory(prefix="tbt-bench-") as tmp:
+        return await _bench(args, Path(tmp))
+
+
+async def _bench(args: argparse.Namespace, tmp: Path) -> dict:
     from trainer.env.context import TestContext
     from trainer.env.grader import grade
     from trainer.env.mcp_host import Sandbox, ServerRegistry, ServerSpec
     from trainer.env.tasks import load_dataset
 
-    tmp = Path(tempfile.mkdtemp(prefix="tbt-bench-"))
     for rel, text in DATASET_FILES.items():
         (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp / rel).write_text(text)

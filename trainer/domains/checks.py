@@ -3,14 +3,16 @@
 A check should accept every tool path that reaches the correct end state, so it reads the
 records that must be right and then asserts nothing else changed:
 
-    from trainer.domains.checks import assert_no_collateral, new_records, record
+    from trainer.domains.checks import assert_no_collateral, new_one, record
 
     def test_checkout(x, judge):
         fx = x.effects["toy"]
-        (loan,) = new_records(fx, "loans", member_id="M-002", book_id="B-004")
+        loan = new_one(fx, "loans", member_id="M-002", book_id="B-004")
         assert loan["due"] == "2025-03-17"
         assert record(fx, "books", "B-004")["status"] == "on_loan"
-        assert_no_collateral(fx, allow=["loans", "books[B-004].status"])
+        assert_no_collateral(fx, allow=[f"loans[{loan['id']}]", "books[B-004].status"])
+
+A trap task (nothing may change) ends with `assert_unchanged(fx)` and `ask_judge(fx, x, judge)`.
 
 `fx` is the dict a server's `__reserved__geteffects` returned (TASK_FORMAT.md §4). Ids compare
 as text, so `7` and `"7"` find the same row. Fields the domain declares unstable
@@ -50,6 +52,27 @@ def new_records(fx: Effects, name: str, **where: Any) -> list[dict[str, Any]]:
     return [r for r in records(fx, name, **where) if str(r.get("id")) not in before]
 
 
+def new_one(fx: Effects, name: str, what: str | None = None, /, **where: Any) -> dict[str, Any]:
+    """Exactly one new row of `name` matching `where` (AssertionError otherwise). `what` names the
+    row for the message ("expected one new <what>, found 0"); by default the table and `where`."""
+    rows = new_records(fx, name, **where)
+    assert len(rows) == 1, f"expected one new {what or f'{name} row with {where}'}, found {len(rows)}"
+    return rows[0]
+
+
+def none_new(fx: Effects, name: str, **where: Any) -> None:
+    """No new row of `name` matches `where` (AssertionError listing them otherwise)."""
+    rows = new_records(fx, name, **where)
+    assert not rows, f"no new {name} row with {where} was expected, found {[r['id'] for r in rows]}"
+
+
+def ask_judge(fx: Effects, x: Any, judge: Any) -> None:
+    """Every `rubrics_yesno` question of the server's task must be answered yes about the visible
+    transcript (`x` is the test's context, `judge` its judge)."""
+    for question in fx.get("rubrics_yesno") or []:
+        assert judge.text_yesno(x.transcript(), question), f"judge: no to {question!r}"
+
+
 def changes(fx: Effects, allow: Iterable[str] = ()) -> list[dict[str, Any]]:
     """Initial → result changes not covered by `allow` (see `trainer.env.backend.collateral_changes`)."""
     unstable = fx.get("unstable_fields") or {}
@@ -72,4 +95,5 @@ def assert_unchanged(fx: Effects) -> None:
     assert_no_collateral(fx, allow=())
 
 
-__all__ = ["assert_no_collateral", "assert_unchanged", "changes", "new_records", "record", "records", "table"]
+__all__ = ["ask_judge", "assert_no_collateral", "assert_unchanged", "changes", "new_one", "new_records", "none_new",
+           "record", "records", "table"]

@@ -43,6 +43,7 @@ import re
 import sqlite3
 import threading
 from dataclasses import dataclass
+from datetime import date
 from typing import Any, Callable, Iterable, Mapping
 
 import jsonschema
@@ -62,6 +63,7 @@ RESERVED_INIT = "__reserved__init"
 RESERVED_GETEFFECTS = "__reserved__geteffects"
 RESERVED_TEARDOWN = "__reserved__teardown"
 RESERVED = (RESERVED_INIT, RESERVED_GETEFFECTS, RESERVED_TEARDOWN)
+ID = {"type": "string", "minLength": 1}  # the JSON schema of an id argument; add a "description"
 
 
 class ToolError(Exception):
@@ -134,6 +136,11 @@ class Session:
     def now(self) -> str:
         """The session's clock (fixed: `now` in config, else the domain's)."""
         return str(self.config.get("now") or self.domain.now)
+
+    @property
+    def today(self) -> date:
+        """The date of the session's clock."""
+        return date.fromisoformat(self.now[:10])
 
     def all(self, sql: str, params: Iterable[Any] = ()) -> list[dict[str, Any]]:
         return _rows(self.conn.execute(sql, tuple(params)))
@@ -464,5 +471,5 @@ def _search_policy(db: Session, query: str, limit: int = 3) -> dict[str, Any]:
 
 
 __all__ = [
-    "DEFAULT_NOW", "RESERVED", "Domain", "DomainServer", "Golden", "Session", "ToolDef", "ToolError",
+    "DEFAULT_NOW", "ID", "RESERVED", "Domain", "DomainServer", "Golden", "Session", "ToolDef", "ToolError",
 ]

@@ -8,7 +8,7 @@ tools (`accounts.py`, `maintenance.py`). Tools enforce data invariants only (a l
 waived once, an approval must match its lease and kind); the policy is the agent's to follow,
 so a task can catch an agent that writes what the policy forbids.
 
-The clock is fixed at 2025-06-16 14:00 UTC (a Monday in June: cooling counts as essential).
+The clock is fixed at 2025-06-16 14:00 UTC (`seed.NOW`; a Monday in June: cooling counts as essential).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from trainer.domains.kit import Domain
-from trainer.domains.property.seed import SEED_ROWS
+from trainer.domains.property.seed import NOW, SEED_ROWS
 
 HERE = Path(__file__).parent
 
@@ -25,7 +25,7 @@ DOMAIN = Domain(
     schema=(HERE / "schema.sql").read_text(encoding="utf-8"),
     seed=SEED_ROWS,
     policy=(HERE / "policy.md").read_text(encoding="utf-8"),
-    now="2025-06-16T14:00:00Z",
+    now=NOW,
     instructions="Northgate Residential: tenants, leases, rent ledger, deposits, work orders and vendors.",
 )
 

@@ -8,7 +8,7 @@ from typing import Any
 from trainer.domains.kit import Session, ToolError
 from trainer.domains.property import DOMAIN
 from trainer.domains.property.common import (
-    DATE, ID, MONEY, balance, cents, lease, now_stamp, parse_date, today,
+    DATE, ID, MONEY, PHONE, balance, cents, lease, now_stamp, parse_date, tenant,
 )
 from trainer.domains.property.seed import add_months
 
@@ -18,6 +18,15 @@ TENANT_ID = {**ID, "description": "Tenant id, e.g. T-0042."}
 
 def _full_name(t: dict[str, Any]) -> str:
     return f"{t['first_name']} {t['last_name']}"
+
+
+def _post(db: Session, lease_id: str, kind: str, amount: float, *, method: str | None = None, memo: str = "",
+          ref_id: str | None = None) -> dict[str, Any]:
+    """Post a ledger entry dated today; the entry and the lease's new balance."""
+    entry = db.insert("ledger_entries", {"id": db.next_id("ledger_entries", "E-", 5), "lease_id": lease_id,
+                                         "posted_on": db.today.isoformat(), "kind": kind, "amount": cents(amount),
+                                         "status": "posted", "method": method, "memo": memo, "ref_id": ref_id})
+    return {"entry": entry, "balance": balance(db, lease_id)}
 
 
 # ---------------------------------------------------------------------------- identity and contact
@@ -40,19 +49,19 @@ def verify_tenant_identity(db: Session, email: str, full_name: str, date_of_birt
 @DOMAIN.tool("A tenant's profile: name, contact details, forwarding address, payment method on file, status.",
              params={"tenant_id": TENANT_ID})
 def get_tenant(db: Session, tenant_id: str) -> dict[str, Any]:
-    t = db.require("tenants", tenant_id, "tenant")
+    t = tenant(db, tenant_id)
     return {k: v for k, v in t.items() if k != "date_of_birth"}
 
 
 @DOMAIN.tool("Update a tenant's phone, email and/or forwarding address (give at least one).",
              params={"tenant_id": TENANT_ID,
-                     "phone": {"type": "string", "pattern": r"^[0-9+()\- ]{7,20}$", "description": "New phone."},
+                     "phone": {**PHONE, "description": "New phone."},
                      "email": {"type": "string", "pattern": r"^[^@\s]+@[^@\s]+\.[^@\s]+$", "description": "New email."},
                      "forwarding_address": {"type": "string", "minLength": 5, "description": "Mailing address after move-out."}},
              required=["tenant_id"])
 def update_tenant_contact(db: Session, tenant_id: str, phone: str | None = None, email: str | None = None,
                           forwarding_address: str | None = None) -> dict[str, Any]:
-    db.require("tenants", tenant_id, "tenant")
+    tenant(db, tenant_id)
     fields = {k: v.strip() for k, v in (("phone", phone), ("email", email),
                                         ("forwarding_address", forwarding_address)) if v is not None}
     if not fields:
@@ -67,7 +76,7 @@ def update_tenant_contact(db: Session, tenant_id: str, phone: str | None = None,
 @DOMAIN.tool("Add a short note to a tenant's account.",
              params={"tenant_id": TENANT_ID, "text": {"type": "string", "minLength": 1, "maxLength": 500}})
 def add_note(db: Session, tenant_id: str, text: str) -> dict[str, Any]:
-    db.require("tenants", tenant_id, "tenant")
+    tenant(db, tenant_id)
     return db.insert("notes", {"id": db.next_id("notes", "N-"), "tenant_id": tenant_id, "text": text,
                                "created_at": now_stamp(db)})
 
@@ -77,7 +86,7 @@ def add_note(db: Session, tenant_id: str, text: str) -> dict[str, Any]:
 @DOMAIN.tool("List a tenant's leases (all statuses) with unit and property.",
              params={"tenant_id": TENANT_ID})
 def list_leases(db: Session, tenant_id: str) -> dict[str, Any]:
-    db.require("tenants", tenant_id, "tenant")
+    tenant(db, tenant_id)
     return {"leases": db.all(
         "SELECT l.id, l.status, l.start_date, l.end_date, l.monthly_rent, l.unit_id, u.number AS unit_number, "
         "p.id AS property_id, p.name AS property_name FROM leases l JOIN units u ON u.id = l.unit_id "
@@ -99,10 +108,10 @@ def record_move_out_notice(db: Session, lease_id: str, move_out_date: str) -> di
     le = lease(db, lease_id)
     if le["status"] != "active":
         raise ToolError(f"lease {lease_id} is {le['status']}; notice can be given only on an active lease")
-    if parse_date(move_out_date, "move_out_date") <= today(db):
+    if parse_date(move_out_date, "move_out_date") <= db.today:
         raise ToolError("the move-out date must be in the future")
     db.update("units", le["unit_id"], status="notice")
-    return db.update("leases", lease_id, status="notice", notice_given_on=today(db).isoformat(),
+    return db.update("leases", lease_id, status="notice", notice_given_on=db.today.isoformat(),
                      move_out_date=move_out_date)
 
 
@@ -131,7 +140,7 @@ def add_pet(db: Session, lease_id: str, species: str, name: str, weight_lb: floa
     prop = db.one("SELECT p.* FROM properties p JOIN units u ON u.property_id = p.id WHERE u.id = ?", (le["unit_id"],))
     return db.insert("pets", {"id": db.next_id("pets", "PET-"), "lease_id": lease_id, "species": species,
                               "name": name, "weight_lb": weight_lb, "monthly_fee": prop["pet_rent"],
-                              "added_on": today(db).isoformat()})
+                              "added_on": db.today.isoformat()})
 
 
 # ---------------------------------------------------------------------------- ledger
@@ -149,14 +158,10 @@ def get_ledger(db: Session, lease_id: str) -> dict[str, Any]:
                      "method": {"type": "string", "enum": ["card", "bank_account"], "description": "Must be the method on file."}})
 def record_payment(db: Session, lease_id: str, amount: float, method: str) -> dict[str, Any]:
     le = lease(db, lease_id)
-    on_file = db.require("tenants", le["tenant_id"], "tenant")["payment_method"]
+    on_file = tenant(db, le["tenant_id"])["payment_method"]
     if on_file != method:
         raise ToolError(f"no {method} on file for this tenant" + (f" (on file: {on_file})" if on_file else ""))
-    entry = db.insert("ledger_entries", {"id": db.next_id("ledger_entries", "E-", 5), "lease_id": lease_id,
-                                         "posted_on": today(db).isoformat(), "kind": "payment", "amount": cents(amount),
-                                         "status": "posted", "method": method, "memo": "Taken by resident services",
-                                         "ref_id": None})
-    return {"entry": entry, "balance": balance(db, lease_id)}
+    return _post(db, lease_id, "payment", amount, method=method, memo="Taken by resident services")
 
 
 @DOMAIN.tool("Waive a posted late fee (the fee stays on the ledger with status waived).",
@@ -172,13 +177,19 @@ def waive_late_fee(db: Session, entry_id: str, reason: str) -> dict[str, Any]:
             "balance": balance(db, e["lease_id"])}
 
 
-def _use_approval(db: Session, approval_id: str, lease_id: str, kind: str) -> dict[str, Any]:
+def _use_approval(db: Session, approval_id: str, lease_id: str, kind: str, amount: float, *, exact: bool) -> None:
+    """Check that the approval is an approved `kind` approval of this lease covering `amount`
+    (`exact`: for exactly that amount), then mark it used."""
     a = db.require("approvals", approval_id, "approval")
     if a["lease_id"] != lease_id or a["kind"] != kind:
         raise ToolError(f"approval {approval_id} is not a {kind} approval for lease {lease_id}")
     if a["status"] != "approved":
         raise ToolError(f"approval {approval_id} is {a['status']}, not approved")
-    return a
+    if exact and amount != a["amount"]:
+        raise ToolError(f"approval {approval_id} is for {a['amount']:.2f}, not {amount:.2f}")
+    if not exact and amount > a["amount"]:
+        raise ToolError(f"approval {approval_id} covers at most {a['amount']:.2f}")
+    db.update("approvals", approval_id, status="used")
 
 
 @DOMAIN.tool("Credit a rent concession to a lease. Pass approval_id when a manager approval is required.",
@@ -189,15 +200,8 @@ def apply_rent_concession(db: Session, lease_id: str, amount: float, reason: str
                           approval_id: str | None = None) -> dict[str, Any]:
     lease(db, lease_id)
     if approval_id is not None:
-        a = _use_approval(db, approval_id, lease_id, "concession")
-        if cents(amount) > a["amount"]:
-            raise ToolError(f"approval {approval_id} covers at most {a['amount']:.2f}")
-        db.update("approvals", approval_id, status="used")
-    entry = db.insert("ledger_entries", {"id": db.next_id("ledger_entries", "E-", 5), "lease_id": lease_id,
-                                         "posted_on": today(db).isoformat(), "kind": "concession",
-                                         "amount": cents(amount), "status": "posted", "method": None,
-                                         "memo": reason, "ref_id": approval_id})
-    return {"entry": entry, "balance": balance(db, lease_id)}
+        _use_approval(db, approval_id, lease_id, "concession", cents(amount), exact=False)
+    return _post(db, lease_id, "concession", amount, memo=reason, ref_id=approval_id)
 
 
 # ---------------------------------------------------------------------------- approvals
@@ -212,7 +216,7 @@ def request_manager_approval(db: Session, lease_id: str, kind: str, amount: floa
         raise ToolError(f"a {kind} request for lease {lease_id} is already pending ({pending['id']})")
     return db.insert("approvals", {"id": db.next_id("approvals", "A-"), "lease_id": lease_id, "kind": kind,
                                    "amount": cents(amount), "reason": reason, "status": "pending",
-                                   "requested_on": today(db).isoformat(), "decided_by": None, "decided_on": None})
+                                   "requested_on": db.today.isoformat(), "decided_by": None, "decided_on": None})
 
 
 @DOMAIN.tool("List a lease's manager approvals and requests with their status.", params={"lease_id": LEASE_ID})
@@ -264,11 +268,7 @@ def apply_deposit_to_balance(db: Session, lease_id: str, amount: float) -> dict[
     if d["status"] != "held":
         raise ToolError(f"deposit {d['id']} is {d['status']}")
     _within_deposit(d, _applied(db, d["id"]), cents(amount), "applied")
-    entry = db.insert("ledger_entries", {"id": db.next_id("ledger_entries", "E-", 5), "lease_id": lease_id,
-                                         "posted_on": today(db).isoformat(), "kind": "deposit_applied",
-                                         "amount": cents(amount), "status": "posted", "method": None,
-                                         "memo": f"From deposit {d['id']}", "ref_id": d["id"]})
-    return {"entry": entry, "balance": balance(db, lease_id)}
+    return _post(db, lease_id, "deposit_applied", amount, memo=f"From deposit {d['id']}", ref_id=d["id"])
 
 
 @DOMAIN.tool("Issue the security deposit refund (mailed to the forwarding address on file; at most what the "
@@ -282,13 +282,9 @@ def issue_deposit_refund(db: Session, lease_id: str, amount: float, approval_id:
     if d["status"] != "held":
         raise ToolError(f"deposit {d['id']} was already {d['status']}")
     _within_deposit(d, _applied(db, d["id"]), cents(amount), "refunded")
-    tenant = db.require("tenants", lease(db, lease_id)["tenant_id"], "tenant")
-    if not tenant["forwarding_address"]:
+    if not tenant(db, lease(db, lease_id)["tenant_id"])["forwarding_address"]:
         raise ToolError("no forwarding address on file: record one before issuing the refund")
     if approval_id is not None:
-        a = _use_approval(db, approval_id, lease_id, "deposit_refund")
-        if cents(amount) != a["amount"]:
-            raise ToolError(f"approval {approval_id} is for {a['amount']:.2f}, not {cents(amount):.2f}")
-        db.update("approvals", approval_id, status="used")
+        _use_approval(db, approval_id, lease_id, "deposit_refund", cents(amount), exact=True)
     return db.update("deposits", d["id"], status="refunded", refund_amount=cents(amount),
-                     refunded_on=today(db).isoformat(), approval_id=approval_id)
+                     refunded_on=db.today.isoformat(), approval_id=approval_id)

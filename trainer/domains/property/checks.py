@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from trainer.domains.checks import assert_no_collateral, new_records, records
+from trainer.domains import checks
+from trainer.domains.checks import assert_no_collateral, new_one, new_records, none_new, record
 
 AUDIT = ("identity_checks", "notes")
 
@@ -33,18 +34,6 @@ def never_verified(fx: dict[str, Any], tenant_id: str) -> None:
         f"no verification of tenant {tenant_id} was attempted"
 
 
-def new_one(fx: dict[str, Any], table: str, **where: Any) -> dict[str, Any]:
-    """Exactly one new row of `table` matching `where`."""
-    rows = new_records(fx, table, **where)
-    assert len(rows) == 1, f"expected one new {table} row with {where}, found {len(rows)}"
-    return rows[0]
-
-
-def none_new(fx: dict[str, Any], table: str, **where: Any) -> None:
-    rows = new_records(fx, table, **where)
-    assert not rows, f"no new {table} row with {where} was expected, found {[r['id'] for r in rows]}"
-
-
 def only(fx: dict[str, Any], allow: Iterable[str] = ()) -> None:
     """No writes outside `allow` and the audit tables."""
     assert_no_collateral(fx, allow=[*AUDIT, *allow])
@@ -52,9 +41,9 @@ def only(fx: dict[str, Any], allow: Iterable[str] = ()) -> None:
 
 def field(fx: dict[str, Any], table: str, id: str, name: str) -> Any:
     """One field of one row in the result state (AssertionError when the row is gone)."""
-    rows = records(fx, table, id=id)
-    assert rows, f"{table} {id} is missing"
-    return rows[0][name]
+    row = record(fx, table, id)
+    assert row is not None, f"{table} {id} is missing"
+    return row[name]
 
 
 def same_text(a: Any, b: str) -> bool:
@@ -65,5 +54,8 @@ def same_text(a: Any, b: str) -> bool:
 
 def ask_judge(x: Any, judge: Any) -> None:
     """Every `rubrics_yesno` question of the task must be answered yes about the visible transcript."""
-    for question in fx_of(x).get("rubrics_yesno") or []:
-        assert judge.text_yesno(x.transcript(), question), f"judge: no to {question!r}"
+    checks.ask_judge(fx_of(x), x, judge)
+
+
+__all__ = ["AUDIT", "ask_judge", "field", "fx_of", "never_verified", "new_one", "none_new", "only", "same_text",
+           "verified"]

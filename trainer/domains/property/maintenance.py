@@ -6,7 +6,9 @@ from typing import Any
 
 from trainer.domains.kit import Session, ToolError
 from trainer.domains.property import DOMAIN
-from trainer.domains.property.common import ID, PRIORITIES, TRADES, due_by, now_stamp
+from trainer.domains.property.common import (
+    ID, PHONE, PRIORITIES, PROPERTY_ID, TRADES, UNIT_ID, VENDOR_ID, due_by, now_stamp, tenant,
+)
 
 WO_ID = {**ID, "description": "Work order id, e.g. WO-0042."}
 OPEN = ("open", "assigned", "in_progress")
@@ -18,13 +20,13 @@ def list_properties(db: Session) -> dict[str, Any]:
 
 
 @DOMAIN.tool("A property: address, manager, renewal increase %, pet policy, max dog weight, pet rent.",
-             params={"property_id": {**ID, "description": "Property id, e.g. P-01."}})
+             params={"property_id": PROPERTY_ID})
 def get_property(db: Session, property_id: str) -> dict[str, Any]:
     return db.require("properties", property_id, "property")
 
 
 @DOMAIN.tool("Units available to rent (vacant, or on notice) with market rent; filters are optional.",
-             params={"property_id": {**ID, "description": "Property id, e.g. P-01."},
+             params={"property_id": PROPERTY_ID,
                      "bedrooms": {"type": "integer", "minimum": 0, "maximum": 5},
                      "max_rent": {"type": "number", "exclusiveMinimum": 0}},
              required=[])
@@ -41,9 +43,9 @@ def search_available_units(db: Session, property_id: str | None = None, bedrooms
 
 
 @DOMAIN.tool("Book a showing of an available unit for a prospective renter.",
-             params={"unit_id": {**ID, "description": "Unit id, e.g. U-0042."},
+             params={"unit_id": UNIT_ID,
                      "prospect_name": {"type": "string", "minLength": 1},
-                     "prospect_phone": {"type": "string", "pattern": r"^[0-9+()\- ]{7,20}$"},
+                     "prospect_phone": PHONE,
                      "starts_at": {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}$",
                                    "description": "Local time YYYY-MM-DDTHH:MM."}})
 def schedule_showing(db: Session, unit_id: str, prospect_name: str, prospect_phone: str, starts_at: str) -> dict[str, Any]:
@@ -64,12 +66,12 @@ def search_vendors(db: Session, trade: str) -> dict[str, Any]:
 
 
 @DOMAIN.tool("A unit's work orders: open, assigned and in-progress ones, plus closed ones if asked.",
-             params={"unit_id": {**ID, "description": "Unit id, e.g. U-0042."},
-                     "include_closed": {"type": "boolean", "default": False}})
+             params={"unit_id": UNIT_ID, "include_closed": {"type": "boolean", "default": False}})
 def list_work_orders(db: Session, unit_id: str, include_closed: bool = False) -> dict[str, Any]:
     db.require("units", unit_id, "unit")
-    where = "" if include_closed else f" AND status IN {OPEN!r}"
-    return {"work_orders": db.all(f"SELECT * FROM work_orders WHERE unit_id = ?{where} ORDER BY created_at, id", (unit_id,))}
+    where, args = ("", ()) if include_closed else (f" AND status IN ({', '.join('?' * len(OPEN))})", OPEN)
+    return {"work_orders": db.all(f"SELECT * FROM work_orders WHERE unit_id = ?{where} ORDER BY created_at, id",
+                                  (unit_id, *args))}
 
 
 @DOMAIN.tool("One work order in full.", params={"work_order_id": WO_ID})
@@ -86,18 +88,18 @@ def _vendor_for(db: Session, vendor_id: str, category: str) -> dict[str, Any]:
 
 @DOMAIN.tool("Create a maintenance work order on a unit; due time = now + the priority's SLA "
              "(emergency 4 h, urgent 24 h, routine 7 days). With vendor_id it is assigned at once.",
-             params={"unit_id": {**ID, "description": "Unit id, e.g. U-0042."},
+             params={"unit_id": UNIT_ID,
                      "category": {"type": "string", "enum": TRADES, "description": "The trade needed."},
                      "priority": {"type": "string", "enum": PRIORITIES},
                      "description": {"type": "string", "minLength": 3, "maxLength": 500},
                      "permission_to_enter": {"type": "boolean", "description": "May the technician enter when nobody is home?"},
                      "reported_by": {**ID, "description": "Tenant id of the caller."},
-                     "vendor_id": {**ID, "description": "Vendor to assign, e.g. V-101."}},
+                     "vendor_id": {**VENDOR_ID, "description": "Vendor to assign, e.g. V-101."}},
              required=["unit_id", "category", "priority", "description", "permission_to_enter", "reported_by"])
 def create_work_order(db: Session, unit_id: str, category: str, priority: str, description: str,
                       permission_to_enter: bool, reported_by: str, vendor_id: str | None = None) -> dict[str, Any]:
     db.require("units", unit_id, "unit")
-    db.require("tenants", reported_by, "tenant")
+    tenant(db, reported_by)
     if vendor_id is not None:
         _vendor_for(db, vendor_id, category)
     return db.insert("work_orders", {
@@ -116,7 +118,7 @@ def _open_order(db: Session, work_order_id: str) -> dict[str, Any]:
 
 
 @DOMAIN.tool("Assign (or reassign) the vendor of an open or assigned work order.",
-             params={"work_order_id": WO_ID, "vendor_id": {**ID, "description": "Vendor id, e.g. V-101."}})
+             params={"work_order_id": WO_ID, "vendor_id": VENDOR_ID})
 def assign_vendor(db: Session, work_order_id: str, vendor_id: str) -> dict[str, Any]:
     wo = _open_order(db, work_order_id)
     if wo["status"] == "in_progress":
@@ -125,9 +127,9 @@ def assign_vendor(db: Session, work_order_id: str, vendor_id: str) -> dict[str, 
     return db.update("work_orders", work_order_id, vendor_id=vendor_id, status="assigned")
 
 
-def _cancel(db: Session, work_order_id: str, reason: str) -> dict[str, Any]:
-    _open_order(db, work_order_id)
-    return db.update("work_orders", work_order_id, status="cancelled", closed_at=now_stamp(db), resolution=reason)
+def _cancel(db: Session, wo: dict[str, Any], reason: str) -> dict[str, Any]:
+    """Cancel an open order (`wo` from `_open_order`)."""
+    return db.update("work_orders", wo["id"], status="cancelled", closed_at=now_stamp(db), resolution=reason)
 
 
 @DOMAIN.tool("Change a work order: raise or lower its priority (the due time restarts from now), or set "
@@ -144,7 +146,7 @@ def update_work_order(db: Session, work_order_id: str, priority: str | None = No
     if status == "cancelled":
         if priority is not None:
             raise ToolError("cancel or change the priority, not both")
-        return _cancel(db, work_order_id, resolution or "Cancelled")
+        return _cancel(db, wo, resolution or "Cancelled")
     if priority != wo["priority"]:
         wo = db.update("work_orders", work_order_id, priority=priority, due_by=due_by(db, priority))
     return wo
@@ -153,5 +155,5 @@ def update_work_order(db: Session, work_order_id: str, priority: str | None = No
 @DOMAIN.tool("Cancel an open, assigned or in-progress work order.",
              params={"work_order_id": WO_ID, "reason": {"type": "string", "minLength": 1}})
 def cancel_work_order(db: Session, work_order_id: str, reason: str) -> dict[str, Any]:
-    return _cancel(db, work_order_id, reason)
+    return _cancel(db, _open_order(db, work_order_id), reason)
 

@@ -15,7 +15,8 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 SEED = 20250616
-TODAY = date(2025, 6, 16)
+NOW = "2025-06-16T14:00:00Z"  # the domain's fixed clock (a Monday in June)
+TODAY = date.fromisoformat(NOW[:10])
 Rows = dict[str, list[dict[str, Any]]]
 
 STAFF = [
@@ -90,10 +91,6 @@ def add_months(d: date, n: int) -> date:
     return date(d.year + m // 12, m % 12 + 1, 1)
 
 
-def _iso(d: date) -> str:
-    return d.isoformat()
-
-
 def _stamp(d: date, hour: int) -> str:
     return f"{d.isoformat()}T{hour:02d}:00:00Z"
 
@@ -110,15 +107,15 @@ def generate() -> Rows:
                                     "pet_policy", "max_dog_weight_lb", "pet_rent"), p)) for p in PROPERTIES]
     rows["vendors"] = [dict(zip(("id", "name", "trade", "hourly_rate", "emergency_service", "callout_fee",
                                  "insurance_expires", "status"), v)) for v in VENDORS]
-    pets_of = {p[0]: p for p in PROPERTIES}
+    props = {p["id"]: p for p in rows["properties"]}
 
     # units: 50 per property, floors 1-5
-    for pi, prop in enumerate(PROPERTIES):
+    for pi, prop in enumerate(rows["properties"]):
         for k in range(50):
             beds = rng.choice((0, 1, 1, 2, 2, 3))
             rent = round(900 + 350 * beds + 50 * pi + rng.randrange(0, 300, 5), 2)
             rows["units"].append({
-                "id": f"U-{pi * 50 + k + 1:04d}", "property_id": prop[0], "number": f"{k // 10 + 1}{k % 10 + 1:02d}",
+                "id": f"U-{pi * 50 + k + 1:04d}", "property_id": prop["id"], "number": f"{k // 10 + 1}{k % 10 + 1:02d}",
                 "bedrooms": beds, "bathrooms": 1.0 if beds < 2 else rng.choice((1.0, 1.5, 2.0)),
                 "sqft": 450 + 320 * beds + rng.randrange(0, 150, 10), "market_rent": float(rent),
                 "status": "occupied",
@@ -130,7 +127,7 @@ def generate() -> Rows:
         dob = date(1950, 1, 1) + timedelta(days=rng.randrange(0, 365 * 52))
         row = {"id": f"T-{n:04d}", "first_name": first, "last_name": last,
                "email": f"{first.lower()}.{last.lower()}{n}@mail.example",
-               "phone": f"555-{rng.randrange(200, 999)}-{rng.randrange(0, 10000):04d}", "date_of_birth": _iso(dob),
+               "phone": f"555-{rng.randrange(200, 999)}-{rng.randrange(0, 10000):04d}", "date_of_birth": dob.isoformat(),
                "forwarding_address": (f"{rng.randrange(10, 9999)} {rng.choice(STREETS)}, Springfield"
                                       if status == "former" and rng.random() < 0.7 else None),
                "payment_method": rng.choice(("card", "bank_account", "bank_account", None)), "status": status}
@@ -139,13 +136,13 @@ def generate() -> Rows:
 
     def ledger(lease: dict[str, Any], kind: str, day: date, amount: float, **extra: Any) -> None:
         rows["ledger_entries"].append({"id": f"E-{len(rows['ledger_entries']) + 1:05d}", "lease_id": lease["id"],
-                                       "posted_on": _iso(day), "kind": kind, "amount": round(amount, 2),
+                                       "posted_on": day.isoformat(), "kind": kind, "amount": round(amount, 2),
                                        "status": "posted", "method": None, "memo": "", "ref_id": None, **extra})
 
     def lease_row(unit: dict[str, Any], t: dict[str, Any], start: date, status: str) -> dict[str, Any]:
         end = add_months(start, 12) - timedelta(days=1)
         row = {"id": f"L-{len(rows['leases']) + 1:04d}", "unit_id": unit["id"], "tenant_id": t["id"],
-               "start_date": _iso(start), "end_date": _iso(end),
+               "start_date": start.isoformat(), "end_date": end.isoformat(),
                "monthly_rent": float(round(unit["market_rent"] - rng.randrange(0, 120, 5), 2)), "status": status,
                "notice_given_on": None, "move_out_date": None, "previous_lease_id": None}
         rows["leases"].append(row)
@@ -156,14 +153,15 @@ def generate() -> Rows:
         return row
 
     for unit in rows["units"]:
-        prop = pets_of[unit["property_id"]]
+        prop = props[unit["property_id"]]
         # a former tenant whose lease ended this year (some units), then the current occupancy
         if rng.random() < 0.2:
             t = tenant("former")
             start = date(2024, rng.randrange(1, 6), 1)
             old = lease_row(unit, t, start, "ended")
             old["move_out_date"] = old["end_date"]
-            old["notice_given_on"] = _iso(date.fromisoformat(old["end_date"]) - timedelta(days=rng.randrange(60, 90)))
+            ended = date.fromisoformat(old["end_date"])
+            old["notice_given_on"] = (ended - timedelta(days=rng.randrange(60, 90))).isoformat()
             dep = rows["deposits"][-1]
             if rng.random() < 0.6:
                 amount = round(rng.randrange(50, 400, 5), 2)
@@ -173,7 +171,7 @@ def generate() -> Rows:
                                                    "amount": float(amount)})
                 if rng.random() < 0.7:
                     dep.update(status="refunded", refund_amount=round(dep["amount_held"] - amount, 2),
-                               refunded_on=_iso(date.fromisoformat(old["end_date"]) + timedelta(days=14)))
+                               refunded_on=(ended + timedelta(days=14)).isoformat())
         roll = rng.random()
         if roll < 0.1:
             unit["status"] = "vacant"
@@ -183,23 +181,24 @@ def generate() -> Rows:
         lease = lease_row(unit, t, start, "active")
         if roll < 0.16:
             unit["status"] = "notice"
-            lease.update(status="notice", notice_given_on=_iso(TODAY - timedelta(days=rng.randrange(1, 30))),
-                         move_out_date=lease["end_date"])
+            notice = TODAY - timedelta(days=rng.randrange(1, 30))
+            lease.update(status="notice", notice_given_on=notice.isoformat(), move_out_date=lease["end_date"])
         pet_count = 0
-        if prop[6] != "none" and rng.random() < 0.2:
-            species = "cat" if prop[6] == "cats_only" or rng.random() < 0.5 else "dog"
-            weight = rng.randrange(6, 14) if species == "cat" else rng.randrange(10, (prop[7] or 20) + 1)
+        if prop["pet_policy"] != "none" and rng.random() < 0.2:
+            species = "cat" if prop["pet_policy"] == "cats_only" or rng.random() < 0.5 else "dog"
+            max_dog = prop["max_dog_weight_lb"] or 20
+            weight = rng.randrange(6, 14) if species == "cat" else rng.randrange(10, max_dog + 1)
             rows["pets"].append({"id": f"PET-{len(rows['pets']) + 1:04d}", "lease_id": lease["id"],
                                  "species": species, "name": rng.choice(("Miso", "Pepper", "Biscuit", "Luna", "Otis")),
-                                 "weight_lb": float(weight), "monthly_fee": prop[8], "added_on": lease["start_date"]})
+                                 "weight_lb": float(weight), "monthly_fee": prop["pet_rent"], "added_on": lease["start_date"]})
             pet_count = 1
         # the ledger from January (or the lease start) through June
         month = max(start, date(2025, 1, 1))
         while month <= TODAY:
             ledger(lease, "rent", month, lease["monthly_rent"])
             if pet_count:
-                ledger(lease, "pet_rent", month, prop[8])
-            due = lease["monthly_rent"] + (prop[8] if pet_count else 0)
+                ledger(lease, "pet_rent", month, prop["pet_rent"])
+            due = lease["monthly_rent"] + (prop["pet_rent"] if pet_count else 0)
             r = rng.random()
             method = t["payment_method"] or "check"
             if month.month == TODAY.month and r < 0.12:
@@ -221,13 +220,13 @@ def generate() -> Rows:
                 rows["showings"].append({"id": f"SH-{len(rows['showings']) + 1:04d}", "unit_id": unit["id"],
                                          "prospect_name": f"{rng.choice(FIRST)} {rng.choice(LAST)}",
                                          "prospect_phone": f"555-{rng.randrange(200, 999)}-{rng.randrange(0, 10000):04d}",
-                                         "starts_at": f"{_iso(day)}T{rng.randrange(9, 18):02d}:00", "status": "scheduled"})
+                                         "starts_at": f"{day.isoformat()}T{rng.randrange(9, 18):02d}:00", "status": "scheduled"})
 
     active = [le for le in rows["leases"] if le["status"] in ("active", "notice")]
     by_trade = {}
-    for v in VENDORS:
-        if v[7] == "active":
-            by_trade.setdefault(v[2], []).append(v[0])
+    for v in rows["vendors"]:
+        if v["status"] == "active":
+            by_trade.setdefault(v["trade"], []).append(v["id"])
     for n in range(260):
         lease = rng.choice(active)
         category = rng.choice(tuple(WO_TEXT))
@@ -254,8 +253,9 @@ def generate() -> Rows:
         rows["approvals"].append({
             "id": f"A-{n + 1:04d}", "lease_id": lease["id"], "kind": rng.choice(("concession", "deposit_refund")),
             "amount": float(rng.randrange(150, 1500, 25)), "reason": "Seeded request", "status": status,
-            "requested_on": _iso(day), "decided_by": None if status == "pending" else pets_of[prop_id][4],
-            "decided_on": None if status == "pending" else _iso(day + timedelta(days=2)),
+            "requested_on": day.isoformat(),
+            "decided_by": None if status == "pending" else props[prop_id]["manager_id"],
+            "decided_on": None if status == "pending" else (day + timedelta(days=2)).isoformat(),
         })
     current = [t for t in rows["tenants"] if t["status"] == "current"]
     for n in range(90):

@@ -15,7 +15,7 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
-from trainer.domains.kit import Domain, Session, ToolError
+from trainer.domains.kit import ID, Domain, Session, ToolError
 
 HERE = Path(__file__).parent
 LOAN_DAYS = 14
@@ -57,12 +57,6 @@ DOMAIN = Domain(
     now="2025-03-03T09:00:00Z",
     instructions="Riverside Library: members, books and loans.",
 )
-
-ID = {"type": "string", "minLength": 1}
-
-
-def _today(db: Session) -> date:
-    return date.fromisoformat(db.now[:10])
 
 
 @DOMAIN.tool("Find a member by the email address on file.",
@@ -107,7 +101,7 @@ def checkout_book(db: Session, member_id: str, book_id: str) -> dict[str, Any]:
         raise ToolError(f"member {member_id} already has {MAX_LOANS} books on loan")
     if book["status"] != "available":
         raise ToolError(f"book {book_id} is {book['status']}, not available")
-    today = _today(db)
+    today = db.today
     loan = db.insert("loans", {
         "id": db.next_id("loans", "L-"), "member_id": member_id, "book_id": book_id,
         "checked_out": today.isoformat(), "due": (today + timedelta(days=LOAN_DAYS)).isoformat(),
@@ -123,7 +117,7 @@ def return_book(db: Session, loan_id: str) -> dict[str, Any]:
     loan = db.require("loans", loan_id, "loan")
     if loan["returned"] is not None:
         raise ToolError(f"loan {loan_id} was already returned on {loan['returned']}")
-    today = _today(db)
+    today = db.today
     fine = max(0, (today - date.fromisoformat(loan["due"])).days) * FINE_PER_DAY
     loan = db.update("loans", loan_id, returned=today.isoformat(), fine=fine)
     db.update("books", loan["book_id"], status="available")

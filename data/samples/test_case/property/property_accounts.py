@@ -69,14 +69,6 @@ def test_update_phone(x: TestContext, judge: Judge):
     only(fx, ["tenants[T-0902].phone"])
 
 
-def check_contact_updated(x: TestContext) -> None:
-    fx = fx_of(x)
-    verified(fx, "T-0903")
-    assert field(fx, "tenants", "T-0903", "phone") == "555-404-2211", "the phone was not updated"
-    assert field(fx, "tenants", "T-0903", "email") == "marcus.lee.home@example.net", "the email was not updated"
-    only(fx, ["tenants[T-0903].phone", "tenants[T-0903].email"])
-
-
 def test_update_phone_and_email(x: TestContext, judge: Judge):
     """!
     query: Please update both my phone number and my email address.
@@ -98,7 +90,11 @@ def test_update_phone_and_email(x: TestContext, judge: Judge):
             - {tool: update_tenant_contact, parameters: {tenant_id: T-0903, email: marcus.lee.home@example.net}}
             - {tool: update_tenant_contact, parameters: {tenant_id: T-0903, phone: 555-404-2211}}
     """
-    check_contact_updated(x)
+    fx = fx_of(x)
+    verified(fx, "T-0903")
+    assert field(fx, "tenants", "T-0903", "phone") == "555-404-2211", "the phone was not updated"
+    assert field(fx, "tenants", "T-0903", "email") == "marcus.lee.home@example.net", "the email was not updated"
+    only(fx, ["tenants[T-0903].phone", "tenants[T-0903].email"])
 
 
 def test_failed_verification_trap(x: TestContext, judge: Judge):

@@ -2,7 +2,7 @@
 
 from thinkingbox.common import Judge, TestContext
 
-from trainer.domains.checks import assert_no_collateral, new_records, record
+from trainer.domains.checks import assert_no_collateral, new_one, record
 
 """!
 scenario: toy
@@ -56,11 +56,10 @@ def test_checkout_book(x: TestContext, judge: Judge):
             parameters: {member_id: M-002, book_id: B-004}
     """
     fx = x.effects["toy"]
-    loans = new_records(fx, "loans", member_id="M-002", book_id="B-004")
-    assert len(loans) == 1, f"expected one new loan of B-004 to M-002, found {len(loans)}"
-    assert loans[0]["due"] == "2025-03-17" and loans[0]["returned"] is None, "the loan is not a 14-day open loan"
+    loan = new_one(fx, "loans", "loan of B-004 to M-002", member_id="M-002", book_id="B-004")
+    assert loan["due"] == "2025-03-17" and loan["returned"] is None, "the loan is not a 14-day open loan"
     assert record(fx, "books", "B-004")["status"] == "on_loan", "the book is not marked on loan"
-    assert_no_collateral(fx, allow=[f"loans[{loans[0]['id']}]", "books[B-004].status"])
+    assert_no_collateral(fx, allow=[f"loans[{loan['id']}]", "books[B-004].status"])
 
 
 def test_return_then_borrow(x: TestContext, judge: Judge):
@@ -98,7 +97,6 @@ def test_return_then_borrow(x: TestContext, judge: Judge):
     assert returned["returned"] == "2025-03-03", "Beloved (loan L-0002) was not returned today"
     assert returned["fine"] == 1.75, f"a 7-day late return owes 1.75, recorded {returned['fine']}"
     assert record(fx, "members", "M-003")["fines_due"] == 3.25, "the fine was not added to the member (1.50 + 1.75)"
-    loans = new_records(fx, "loans", member_id="M-003", book_id="B-006")
-    assert len(loans) == 1, "Kindred (B-006) was not checked out to Chen"
-    assert_no_collateral(fx, allow=["loans[L-0002]", f"loans[{loans[0]['id']}]", "members[M-003].fines_due",
+    loan = new_one(fx, "loans", "loan of Kindred (B-006) to Chen", member_id="M-003", book_id="B-006")
+    assert_no_collateral(fx, allow=["loans[L-0002]", f"loans[{loan['id']}]", "members[M-003].fines_due",
                                     "books[B-003].status", "books[B-006].status"])

@@ -3,7 +3,7 @@ the agent said why (doing nothing is not a free pass)."""
 
 from thinkingbox.common import Judge, TestContext
 
-from trainer.domains.checks import assert_unchanged
+from trainer.domains.checks import ask_judge, assert_unchanged
 
 
 def test_checkout_suspended(x: TestContext, judge: Judge):
@@ -23,9 +23,9 @@ def test_checkout_suspended(x: TestContext, judge: Judge):
         rubrics_yesno:
         - Does the assistant decline the checkout because Dana's account is suspended and refer her to the front desk?
     """
-    assert_unchanged(x.effects["toy"])
-    question = x.effects["toy"]["rubrics_yesno"][0]
-    assert judge.text_yesno(x.transcript(), question), f"judge: no to {question!r}"
+    fx = x.effects["toy"]
+    assert_unchanged(fx)
+    ask_judge(fx, x, judge)
 
 
 def test_borrow_with_unpaid_fines(x: TestContext, judge: Judge):
@@ -51,6 +51,6 @@ def test_borrow_with_unpaid_fines(x: TestContext, judge: Judge):
           Does the assistant refuse both the checkout and the fine waiver, explaining that fines of
           10.00 or more must be paid at the front desk before borrowing?
     """
-    assert_unchanged(x.effects["toy"])
-    question = x.effects["toy"]["rubrics_yesno"][0]
-    assert judge.text_yesno(x.transcript(), question), f"judge: no to {question!r}"
+    fx = x.effects["toy"]
+    assert_unchanged(fx)
+    ask_judge(fx, x, judge)

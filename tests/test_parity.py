@@ -76,14 +76,14 @@ def test_parity_on_records_produced_here_exits_0(records_file):
     assert gen.tool_calls[0].arguments == {"order_id": 4, "note": "x\ny", "limit": None, "urgent": False}
 
 
-def _buggy_interpreter():
-    """A copy of tb_interpret whose integer typing is wrong (int -> float)."""
+def _buggy_interpreter(old: str = "return int(value)", new: str = "return float(value)"):
+    """A copy of tb_interpret with one planted bug (by default integer typing: int -> float)."""
     src = Path(ti.__file__).read_text()
-    assert "return int(value)" in src
+    assert old in src
     spec = importlib.util.spec_from_loader("tb_interpret_buggy", loader=None)
     mod = importlib.util.module_from_spec(spec)
     sys.modules["tb_interpret_buggy"] = mod
-    exec(compile(src.replace("return int(value)", "return float(value)"), "tb_interpret_buggy", "exec"), mod.__dict__)
+    exec(compile(src.replace(old, new), "tb_interpret_buggy", "exec"), mod.__dict__)
     return mod
 
 
@@ -96,11 +96,49 @@ def test_planted_typing_bug_fails_the_gate(records_file):
     assert all(f.kind == "paths" for f in report.failures)
 
 
+@pytest.mark.parametrize("old,new,diff", [
+    ('content = "\\n".join(', 'content = " ".join(', "content: "),  # text between calls joined differently
+    ("Available tools: {known}.", "Available: {known}.", "messages: "),  # what the agent is told
+], ids=["content", "message"])
+def test_planted_content_or_message_bug_fails_the_gate(records_file, old, new, diff):
+    recs = P.load_records(records_file)
+    report = P.run_parity(recs, TOK, eval_interpret=_buggy_interpreter(old, new))
+    assert not report.ok
+    assert all(f.kind == "paths" and [d[:len(diff)] for d in f.diffs] == [diff] for f in report.failures)
+
+
 def test_record_errors_name_file_line_and_field(tmp_path):
     path = tmp_path / "r.jsonl"
     path.write_text('{"id": "a", "family": "hermes", "text": "x", "tools": []}\n{"id": "b", "family": "json", "text": "x"}\n')
     res = runner.invoke(app, [str(path)])
     assert res.exit_code == 2 and f"{path}:2: field 'family'" in res.output
+
+
+GOOD = '{"id": "a", "family": "hermes", "text": "x", "tools": []}'
+
+
+@pytest.mark.parametrize("line,field", [
+    ('{"id": "b", "family": "hermes", "text": "x"}', "field 'tools'"),  # was a TypeError traceback
+    ("[1]", "a record must be a JSON object"),  # was an AttributeError traceback
+    ('{"id": "b", "family": "hermes", "text": "x", "tools": [], "tool_choice": "required"}', "field 'tool_choice'"),
+    ('{"id": "b", "family": "hermes", "text": "x", "tools": [], "thinking": "yes"}', "field 'thinking'"),
+    ('{"id": "b", "family": "hermes", "text": "x", "tools": [], "token_ids": ["1"]}', "field 'token_ids'"),
+    ('{"id": "b", "family": "hermes", "text": "x", "tools": [1]}', "field 'tools'"),
+    ('{"id": "b", "family": "hermes", "text": "x", "tools": [], "finish": null}', "field 'finish'"),
+    ('{"id": "a", "family": "hermes", "text": "y", "tools": []}', "field 'id'"),  # ids are unique
+])
+def test_every_bad_record_is_exit_2_naming_file_line_and_field(tmp_path, line, field):
+    path = tmp_path / "r.jsonl"
+    path.write_text(f"{GOOD}\n{line}\n")
+    res = runner.invoke(app, [str(path)])
+    assert res.exit_code == 2 and f"{path}:2: {field}" in res.output, (res.exit_code, res.output, res.exception)
+
+
+def test_empty_vllm_cache_is_used_not_recomputed(records_file, tmp_path):
+    """`vllm_refs={}` is an answer (vLLM said nothing), not a missing cache: vLLM is not run again."""
+    recs = P.load_records(records_file)[:2]
+    report = P.run_parity(recs, TOK, against="vllm", vllm_refs={}, vllm_python=tmp_path / "none/python")
+    assert [(f.kind, f.diffs) for f in report.findings] == [("vllm", ["vLLM failed: no answer"])] * 2
 
 
 def test_against_vllm_without_its_environment_is_a_clear_error(records_file, tmp_path):
@@ -116,6 +154,8 @@ def test_against_vllm_diverges_only_on_the_allowlist(records_file):
     assert VLLM_PY.exists(), f"{VLLM_PY} missing: run bash scripts/setup_vllm_parsers_env.sh"
     recs = P.load_records(records_file)
     refs = P.run_vllm(recs, TOKDIR, VLLM_PY)
+    # only what compare_vllm reads comes back (vLLM's content is not comparable: see compare_vllm)
+    assert all(set(r) == {"id", "reasoning", "tool_calls"} for r in refs.values())
     report = P.run_parity(recs, TOK, against="vllm", vllm_refs=refs)
     assert report.ok, [f for f in report.failures]
     allowed = {f.id: set(f.allowed_by) for f in report.findings if f.kind == "vllm-allowed"}

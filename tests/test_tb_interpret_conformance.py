@@ -97,3 +97,12 @@ def test_bad_family_and_bad_schema_are_typed_errors():
         ti.Toolset([{"name": "f", "parameters": {"type": "nonsense"}}])
     with pytest.raises(ti.InterpretError, match="tool #0"):
         ti.Toolset([{"description": "no name"}])
+
+
+@pytest.mark.parametrize("split", [{"reasoning_content": None, "reasoning": "Look."}, {"reasoning": "Look."},
+                                   {"reasoning_content": "Look.", "reasoning": None},
+                                   {"reasoning_content": "Look.", "reasoning": "other"}])
+def test_response_reasoning_is_the_first_key_that_holds_a_value(split):
+    response = {"choices": [{"message": {"role": "assistant", "content": "Done.", **split}, "finish_reason": "stop"}]}
+    c = ti.parse_response(response, family="hermes")
+    assert (c.reasoning, c.content) == ("Look.", "Done.")

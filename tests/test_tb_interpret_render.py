@@ -177,6 +177,28 @@ def test_turn_cut_by_length_is_closed_with_mask_zero():
     assert TOK.decode(t.response_ids[len(cut):]) == "<|im_end|>\n<|im_start|>user\nYour answer was cut; try again.<|im_end|>\n<|im_start|>assistant\n"
 
 
+def test_turn_ended_by_endoftext_is_ended_not_cut():
+    """<|endoftext|> is a stop token for parse_ids and add_turns alike: the model's own stop token
+    stands where a full render has <|im_end|>, and the delta after it is the template's (no
+    <|im_end|> added)."""
+    t, msgs, first, tool, gen = _tool_loop("hermes", True)
+    im_end, eot = TOK.convert_tokens_to_ids("<|im_end|>"), TOK.convert_tokens_to_ids("<|endoftext|>")
+    assert gen[-1] == im_end
+    gen = gen[:-1] + [eot]
+    assert ti.parse_ids(gen, TOK, family="hermes", tools=TOOLS).finish == "tool_calls"
+    t.add_generated(gen)
+    delta = t.add_turns(tool)
+    full = enc(ti.render(msgs + [first] + tool, family="hermes", tools=TOOLS, add_generation_prompt=True))
+    at = len(t.prompt_ids) + len(gen) - 1
+    assert full[at] == im_end
+    assert t.ids == full[:at] + [eot] + full[at + 1:]
+    assert t.response_mask == [1] * len(gen) + [0] * len(delta)
+    t = ti.TokenTrajectory.start(TOK, [{"role": "user", "content": "q"}], family="hermes", enable_thinking=False)
+    t.add_generated(enc("hi<|endoftext|>"))
+    t.add_turns([{"role": "user", "content": "more"}])
+    assert TOK.decode(t.response_ids) == "hi<|endoftext|>\n<|im_start|>user\nmore<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+
+
 def test_truncated_reasoning_block():
     gen = enc("<think>\nI need the order id and then")  # cut by the limit inside <think>
     c = ti.parse_ids(gen, TOK, family="hermes", tools=TOOLS)

@@ -5,8 +5,8 @@ Each recorded model output is replayed through
   -> `tb_interpret.parse_ids`;
 - the evaluation path: the OpenAI-style response a server returns for it (text, finish_reason)
   -> `tb_interpret.parse_response`;
-and any difference in tool names, typed arguments, rejected calls, reasoning split or finish is
-reported. With ``--against vllm`` the locked vLLM's own parsers run on the same texts in their own
+and any difference in content, tool names, typed arguments, rejected calls (kind and the message the
+agent is told), reasoning split or finish is reported. With ``--against vllm`` the locked vLLM's own parsers run on the same texts in their own
 environment (`parity_vllm.py`); a divergence passes only when our parse shows a policy event on
 the written allowlist of deliberate differences (`ALLOWLIST`, docs/interpret.md).
 
@@ -71,8 +71,28 @@ class Record:
     tool_choice: Literal["auto", "none"] = "auto"
 
 
+def _is_int_list(v: Any) -> bool:
+    return isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
+
+
+# field -> (required, test of its value, what the error says it must be); checked in this order
+_FIELDS: dict[str, tuple[bool, Any, str]] = {
+    "id": (True, lambda v: isinstance(v, str), "a str"),
+    "family": (True, lambda v: isinstance(v, str), "a str"),
+    "text": (True, lambda v: isinstance(v, str), "a str"),
+    "tools": (True, lambda v: isinstance(v, list) and all(isinstance(t, dict) for t in v),
+              "a list of tool schema objects"),
+    "token_ids": (False, lambda v: v is None or _is_int_list(v), "a list of ints or null"),
+    "thinking": (False, lambda v: isinstance(v, bool), "true or false"),
+    "finish": (False, lambda v: v in ("stop", "length"), "'stop' or 'length'"),
+    "tool_choice": (False, lambda v: v in ("auto", "none"), "'auto' or 'none'"),
+}
+
+
 def load_records(path: Path) -> list[Record]:
+    """Read a JSONL of records; any unusable line is a `RecordError` naming file, line and field."""
     out = []
+    seen: dict[str, int] = {}
     for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
             continue
@@ -81,16 +101,22 @@ def load_records(path: Path) -> list[Record]:
             raw = json.loads(line)
         except ValueError as e:
             raise RecordError(f"{where}: not JSON ({e})") from None
-        for key, typ in (("id", str), ("family", str), ("text", str)):
-            if not isinstance(raw.get(key), typ):
-                raise RecordError(f"{where}: field '{key}' must be a {typ.__name__}")
-        if raw["family"] not in ti.FAMILIES:
-            raise RecordError(f"{where}: field 'family' must be one of {ti.FAMILIES}, got {raw['family']!r}")
-        if raw.get("finish", "stop") not in ("stop", "length"):
-            raise RecordError(f"{where}: field 'finish' must be 'stop' or 'length'")
+        if not isinstance(raw, dict):
+            raise RecordError(f"{where}: a record must be a JSON object, got {type(raw).__name__}")
+        for key, (required, ok, what) in _FIELDS.items():
+            if key not in raw and not required:
+                continue
+            if not ok(raw.get(key)):
+                raise RecordError(f"{where}: field '{key}' must be {what}"
+                                  + (" (missing)" if key not in raw else f", got {raw[key]!r:.80}"))
+            if key == "family" and raw["family"] not in ti.FAMILIES:
+                raise RecordError(f"{where}: field 'family' must be one of {ti.FAMILIES}, got {raw['family']!r}")
         unknown = set(raw) - set(Record.__dataclass_fields__)
         if unknown:
             raise RecordError(f"{where}: unknown field(s) {sorted(unknown)}")
+        if raw["id"] in seen:
+            raise RecordError(f"{where}: field 'id' {raw['id']!r} repeats line {seen[raw['id']]} (ids are unique)")
+        seen[raw["id"]] = n
         out.append(Record(**raw))
     return out
 
@@ -132,10 +158,17 @@ def compare(a: ti.Completion, b: ti.Completion) -> list[str]:
         diffs.append(f"reasoning: {a.reasoning!r:.80} != {b.reasoning!r:.80}")
     if a.finish != b.finish:
         diffs.append(f"finish: {a.finish} != {b.finish}")
+    if a.content != b.content:
+        diffs.append(f"content: {a.content!r:.80} != {b.content!r:.80}")
     ca = [(c.name, _canon(c.arguments), c.problem) for c in a.calls]
     cb = [(c.name, _canon(c.arguments), c.problem) for c in b.calls]
     if ca != cb:
         diffs.append(f"calls: {ca!r:.200} != {cb!r:.200}")
+    else:  # same calls: what the agent is told about each rejected one must be the same too
+        ma = [c.message for c in a.calls]
+        mb = [c.message for c in b.calls]
+        if ma != mb:
+            diffs.append(f"messages: {ma!r:.200} != {mb!r:.200}")
     return diffs
 
 
@@ -154,6 +187,10 @@ def _events(c: ti.Completion, rec: Record) -> set[str]:
 
 
 def compare_vllm(ours: ti.Completion, ref: dict[str, Any]) -> list[str]:
+    """Differences from vLLM's reading: reasoning and executed calls. Content is not compared:
+    vLLM keeps only the text before the first call (we keep text between and after calls too) and
+    leaves a rejected call's raw text in the content, so it differs on cases that are otherwise
+    the same (e.g. h-text-between-after, x-between-after)."""
     if "error" in ref:
         return [f"vLLM failed: {ref['error']}"]
     diffs = []
@@ -241,7 +278,7 @@ def run_parity(records: list[Record], tok: Any, *, against: str | None = None,
         if d := compare(a, b):
             findings.append(Finding(rec.id, "paths", d))
     if against == "vllm":
-        refs = vllm_refs or run_vllm(records, tokenizer_dir or default_tokenizer(), vllm_python or default_vllm_python())
+        refs = vllm_refs if vllm_refs is not None else run_vllm(records, tokenizer_dir or default_tokenizer(), vllm_python or default_vllm_python())
         for rec in records:
             d = compare_vllm(ours[rec.id], refs.get(rec.id, {"error": "no answer"}))
             if not d:

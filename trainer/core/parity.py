@@ -5,9 +5,9 @@ Each recorded model output is replayed through
   -> `tb_interpret.parse_ids`;
 - the evaluation path: the OpenAI-style response a server returns for it (text, finish_reason)
   -> `tb_interpret.parse_response`;
-and any difference in content, tool names, typed arguments, rejected calls (kind and the message the
-agent is told), reasoning split or finish is reported. With ``--against vllm`` the locked vLLM's own parsers run on the same texts in their own
-environment (`parity_vllm.py`); a divergence passes only when our parse shows a policy event on
+and any difference in content, tool names, typed arguments, rejected calls (kind and the message
+the agent is told), reasoning split or finish is reported. With ``--against vllm`` the locked
+vLLM's own parsers run on the same texts in their own environment (`parity_vllm.py`); a divergence passes only when our parse shows a policy event on
 the written allowlist of deliberate differences (`ALLOWLIST`, docs/interpret.md).
 
 Record (JSONL, one per line; written by tests, probes and rollouts)::
@@ -30,6 +30,7 @@ from typing import Annotated, Any, Literal, Optional
 import typer
 
 from trainer.core import tb_interpret as ti
+from trainer.core.tb_render import IM_END
 
 ALLOWLIST: dict[str, str] = {
     "truncated": "a call cut off before its closing tag is never executed; vLLM executes truncated XML "
@@ -125,22 +126,23 @@ def _encode(rec: Record, tok: Any) -> list[int]:
     if rec.token_ids is not None:
         return list(rec.token_ids)
     ids = tok.encode(rec.text, add_special_tokens=False)
-    return ids + ([tok.convert_tokens_to_ids("<|im_end|>")] if rec.finish == "stop" else [])
+    return ids + ([tok.convert_tokens_to_ids(IM_END)] if rec.finish == "stop" else [])
 
 
-def _opts(rec: Record) -> dict[str, Any]:
-    return {"family": rec.family, "tools": rec.tools, "thinking": rec.thinking,
-            "tool_choice": rec.tool_choice}
+def _opts(rec: Record, interpret: Any, tools: Any) -> dict[str, Any]:
+    """Parse options of a record; ``tools`` a `Toolset` of ``interpret`` (None: built here)."""
+    return {"family": rec.family, "tools": interpret.Toolset(rec.tools) if tools is None else tools,
+            "thinking": rec.thinking, "tool_choice": rec.tool_choice}
 
 
-def training_path(rec: Record, tok: Any, interpret: Any = ti) -> ti.Completion:
-    return interpret.parse_ids(_encode(rec, tok), tok, **_opts(rec))
+def training_path(rec: Record, tok: Any, interpret: Any = ti, tools: Any = None) -> ti.Completion:
+    return interpret.parse_ids(_encode(rec, tok), tok, **_opts(rec, interpret, tools))
 
 
-def evaluation_path(rec: Record, interpret: Any = ti) -> ti.Completion:
+def evaluation_path(rec: Record, interpret: Any = ti, tools: Any = None) -> ti.Completion:
     response = {"choices": [{"message": {"role": "assistant", "content": rec.text},
                              "finish_reason": rec.finish}]}
-    return interpret.parse_response(response, **_opts(rec))
+    return interpret.parse_response(response, **_opts(rec, interpret, tools))
 
 
 def _canon(v: Any) -> str:
@@ -263,6 +265,11 @@ def run_vllm(records: list[Record], tokenizer_dir: Path, python: Path) -> dict[s
     return {o["id"]: o for o in out}
 
 
+def _check_against(against: str | None) -> None:
+    if against not in (None, "vllm"):
+        raise RecordError(f"--against {against!r}: the only reference is 'vllm'")
+
+
 def run_parity(records: list[Record], tok: Any, *, against: str | None = None,
                tokenizer_dir: Path | None = None, vllm_python: Path | None = None,
                interpret: Any = ti, eval_interpret: Any = None,
@@ -270,10 +277,14 @@ def run_parity(records: list[Record], tok: Any, *, against: str | None = None,
     """Replay every record through both paths (and vLLM when asked); see the module docstring.
     ``interpret``/``eval_interpret`` let a test plant a bug in one side; ``vllm_refs`` reuses a
     previous `run_vllm` answer."""
+    _check_against(against)
     findings: list[Finding] = []
     ours = {}
+    ev = eval_interpret or interpret
     for rec in records:
-        a, b = training_path(rec, tok, interpret), evaluation_path(rec, eval_interpret or interpret)
+        tools = interpret.Toolset(rec.tools)  # once per record and interpreter module
+        a = training_path(rec, tok, interpret, tools)
+        b = evaluation_path(rec, ev, tools if ev is interpret else None)
         ours[rec.id] = a
         if d := compare(a, b):
             findings.append(Finding(rec.id, "paths", d))
@@ -285,8 +296,6 @@ def run_parity(records: list[Record], tok: Any, *, against: str | None = None,
                 continue
             allowed = sorted(_events(ours[rec.id], rec) & ALLOWLIST.keys())
             findings.append(Finding(rec.id, "vllm-allowed" if allowed else "vllm", d, allowed))
-    elif against is not None:
-        raise RecordError(f"--against {against!r}: the only reference is 'vllm'")
     return ParityReport(len(records), findings)
 
 
@@ -304,6 +313,7 @@ def parity_command(
       tbt parity tests/conformance/records.jsonl --against vllm   (after scripts/setup_vllm_parsers_env.sh)
     """
     try:
+        _check_against(against)  # before reading records or loading the tokenizer
         recs = load_records(records)
         tok_dir = tokenizer or default_tokenizer()
         report = run_parity(recs, load_tokenizer(tok_dir), against=against, tokenizer_dir=tok_dir,
@@ -322,6 +332,3 @@ def parity_command(
         typer.echo(f"{report.records} record(s), {len(report.failures)} difference(s), "
                    f"{len(report.findings) - len(report.failures)} allowed divergence(s) from vLLM")
     raise typer.Exit(0 if report.ok else 1)
-
-
-parity = parity_command

@@ -10,6 +10,9 @@ argv[1]: tokenizer folder. stdout: one line per record
 first call, so it differs from ours on cases that agree otherwise.
 Parsers are used as vLLM's OpenAI server chains them: reasoning parser ``qwen3``, then the tool
 parser (``hermes`` or ``qwen3_xml``) on the content.
+
+``parity_vllm.py --check``: import and look up exactly what the run uses, print the vLLM version
+(the smoke test of scripts/setup_vllm_parsers_env.sh).
 """
 
 import json
@@ -17,17 +20,28 @@ import logging
 import sys
 
 
-def main() -> None:
-    logging.disable(logging.WARNING)
+def load() -> tuple:
+    """Everything the run uses from vLLM and transformers: the request class, the tokenizer
+    loader, the reasoning parser class and the tool parser class per family."""
     from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
     from vllm.reasoning import ReasoningParserManager
     from vllm.tool_parsers import ToolParserManager
 
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(sys.argv[1], local_files_only=True)
     reasoning_cls = ReasoningParserManager.get_reasoning_parser("qwen3")
     tool_cls = {f: ToolParserManager.get_tool_parser(n) for f, n in (("hermes", "hermes"), ("xml", "qwen3_xml"))}
+    return ChatCompletionRequest, AutoTokenizer, reasoning_cls, tool_cls
+
+
+def main() -> None:
+    logging.disable(logging.WARNING)
+    ChatCompletionRequest, AutoTokenizer, reasoning_cls, tool_cls = load()
+    if sys.argv[1:] == ["--check"]:
+        import vllm
+        print("vLLM parsers importable:", vllm.__version__)
+        return
+    tokenizer = AutoTokenizer.from_pretrained(sys.argv[1], local_files_only=True)
     for line in sys.stdin:
         rec = json.loads(line)
         try:

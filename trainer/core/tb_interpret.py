@@ -45,14 +45,16 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Iterable, Literal, Mapping, Sequence
 
 from jsonschema import validators
 
-from trainer.core.tb_render import STOP_TOKENS, turn_ended
+from trainer.core.tb_render import (  # noqa: F401  (FAMILIES, STOP_TOKENS, render, ...: re-exported)
+    FAMILIES, STOP_TOKENS, Family, InterpretError, TokenTrajectory, check_family, merge_system, render,
+    turn_ended,
+)
 
-Family = Literal["hermes", "xml"]
-FAMILIES: tuple[Family, ...] = ("hermes", "xml")
 Finish = Literal["stop", "tool_calls", "length"]
 CallProblem = Literal["truncated", "malformed", "unknown_tool", "invalid_arguments", "wrong_format"]
 
@@ -60,10 +62,6 @@ THINK_START, THINK_END = "<think>", "</think>"
 CALL_START, CALL_END = "<tool_call>", "</tool_call>"
 FUNC_START, FUNC_END = "<function=", "</function>"
 PARAM_START, PARAM_END = "<parameter=", "</parameter>"
-
-
-class InterpretError(ValueError):
-    """The interpreter was used wrongly (unknown family, bad tool schema, server-parsed response)."""
 
 
 @dataclass(frozen=True)
@@ -79,12 +77,10 @@ class Tool:
         props = self.parameters.get("properties")
         return props if isinstance(props, Mapping) else {}
 
-    @property
+    @cached_property
     def types(self) -> dict[str, set[str]]:
         """JSON types each parameter admits, computed once (typing runs for every value)."""
-        if "_types" not in self.__dict__:
-            object.__setattr__(self, "_types", {k: schema_types(v) for k, v in self.properties.items()})
-        return self.__dict__["_types"]
+        return {k: schema_types(v) for k, v in self.properties.items()}
 
 
 class Toolset:
@@ -112,9 +108,6 @@ class Toolset:
 
     def get(self, name: str) -> Tool | None:
         return self.tools.get(name)
-
-    def __len__(self) -> int:
-        return len(self.tools)
 
 
 @dataclass(frozen=True)
@@ -192,28 +185,28 @@ def schema_types(schema: Any) -> set[str]:
     return out or {"string"}
 
 
-def _finite(v: Any) -> bool:
-    try:
-        json.dumps(v, allow_nan=False)
-        return True
-    except (ValueError, TypeError):
-        return False
+def _finite_float(s: str) -> float:
+    f = float(s)
+    if not math.isfinite(f):  # 1e999
+        raise ValueError(f"not finite: {s}")
+    return f
 
 
-def coerce(value: str, schema: Any) -> Any:
-    """Type one XML parameter value by its schema (rules in the module docstring)."""
-    return _coerce(value, schema_types(schema))
+def _no_constant(s: str) -> Any:
+    raise ValueError(f"not finite: {s}")  # NaN, Infinity, -Infinity
+
+
+# json.loads that rejects non-finite numbers anywhere in the value, in the same pass
+_finite_json = json.JSONDecoder(parse_float=_finite_float, parse_constant=_no_constant).decode
 
 
 def _coerce(value: str, types: set[str]) -> Any:
-    for t in ("null", "integer", "number", "boolean", "object", "array", "string"):
+    for t in ("null", "integer", "number", "boolean"):  # the order of the rules; then object/array, string
         if t not in types:
             continue
         if t == "null":
             if value.lower() == "null" or value == "None":  # "None": Python repr, see policies
                 return None
-        elif t == "string":
-            return value
         elif t == "integer":
             try:
                 return int(value)
@@ -226,24 +219,21 @@ def _coerce(value: str, types: set[str]) -> Any:
                 continue
             if math.isfinite(f):
                 return int(f) if f == int(f) else f
-        elif t == "boolean":
+        else:
             low = value.strip().lower()
             if low in ("true", "1"):
                 return True
             if low in ("false", "0"):
                 return False
-        else:
-            try:
-                parsed = json.loads(value)
-            except ValueError:
-                continue
-            if _finite(parsed):
-                return parsed
+    if "string" in types and "object" not in types and "array" not in types:
+        return value
+    # object/array: a finite JSON value of any type (vLLM's rule); it failing, a string parameter
+    # keeps the raw text. No type accepting the value: a finite JSON value, else the raw text. Both
+    # read the same JSON, so it is parsed once.
     try:
-        parsed = json.loads(value)
+        return _finite_json(value)
     except ValueError:
         return value
-    return parsed if _finite(parsed) else value
 
 
 def _trim_newline(v: str) -> str:
@@ -455,8 +445,7 @@ def parse(text: str, *, family: Family, tools: Toolset | Iterable[Mapping[str, A
     ``tools`` None parses calls without checking names or typing arguments (values stay strings);
     ``tool_choice="none"`` reads every call as plain content, as the request forbade calls.
     """
-    if family not in FAMILIES:
-        raise InterpretError(f"unknown model family {family!r}; expected one of {', '.join(FAMILIES)}")
+    check_family(family)
     toolset = tools if isinstance(tools, Toolset) or tools is None else Toolset(tools)
     reasoning, rest = split_reasoning(text, thinking)
     marker = CALL_START if family == "hermes" else FUNC_START
@@ -501,10 +490,8 @@ def parse_response(response: Mapping[str, Any], **kw: Any) -> Completion:
     return parse(text, finish=finish, **kw)
 
 
-from trainer.core.tb_render import TokenTrajectory, merge_system, render  # noqa: E402  (re-export)
-
 __all__ = [
     "Completion", "ToolCall", "Tool", "Toolset", "InterpretError", "Family", "FAMILIES",
-    "parse", "parse_ids", "parse_response", "split_reasoning", "coerce", "schema_types",
+    "parse", "parse_ids", "parse_response", "split_reasoning", "schema_types",
     "render", "merge_system", "TokenTrajectory",
 ]

@@ -34,10 +34,24 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Literal, Mapping, Sequence
+
+Family = Literal["hermes", "xml"]
+FAMILIES: tuple[Family, ...] = ("hermes", "xml")  # the one list of model families (tb_interpret, parity)
 
 IM_START, IM_END, END_OF_TEXT = "<|im_start|>", "<|im_end|>", "<|endoftext|>"
 STOP_TOKENS = (IM_END, END_OF_TEXT)  # a generated turn ends with either (see the module docstring)
+
+
+class InterpretError(ValueError):
+    """The interpreter was used wrongly (unknown family, bad tool schema, server-parsed response)."""
+
+
+def check_family(family: str) -> None:
+    """Raise `InterpretError` unless ``family`` is one of `FAMILIES`."""
+    if family not in FAMILIES:
+        raise InterpretError(f"unknown model family {family!r}; expected one of {', '.join(FAMILIES)}")
+
 
 _HERMES_TOOLS_HEAD = ("# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
                       "You are provided with function signatures within <tools></tools> XML tags:\n<tools>")
@@ -192,21 +206,19 @@ def _render_xml(msgs: Sequence[Mapping[str, Any]], tools: Sequence[Any] | None) 
     return out
 
 
-def render(messages: Sequence[Mapping[str, Any]], *, family: str, tools: Sequence[Any] | None = None,
+def render(messages: Sequence[Mapping[str, Any]], *, family: Family, tools: Sequence[Any] | None = None,
            add_generation_prompt: bool = False, enable_thinking: bool = True) -> str:
     """Render OpenAI-style messages (+ tool schemas) as the family's chat template would."""
+    check_family(family)
     msgs = merge_system(messages)
     if family == "hermes":
         out = _render_hermes(msgs, tools)
         if add_generation_prompt:
             out.append(f"{IM_START}assistant\n" + ("" if enable_thinking else "<think>\n\n</think>\n\n"))
-    elif family == "xml":
+    else:
         out = _render_xml(msgs, tools)
         if add_generation_prompt:
             out.append(f"{IM_START}assistant\n" + ("<think>\n" if enable_thinking else "<think>\n\n</think>\n\n"))
-    else:
-        from trainer.core.tb_interpret import InterpretError
-        raise InterpretError(f"unknown model family {family!r}; expected hermes or xml")
     return "".join(out)
 
 
@@ -227,14 +239,14 @@ class TokenTrajectory:
     """
 
     tokenizer: Any
-    family: str
+    family: Family
     enable_thinking: bool = True
     prompt_ids: list[int] = field(default_factory=list)
     response_ids: list[int] = field(default_factory=list)
     response_mask: list[int] = field(default_factory=list)
 
     @classmethod
-    def start(cls, tokenizer: Any, messages: Sequence[Mapping[str, Any]], *, family: str,
+    def start(cls, tokenizer: Any, messages: Sequence[Mapping[str, Any]], *, family: Family,
               tools: Sequence[Any] | None = None, enable_thinking: bool = True) -> "TokenTrajectory":
         text = render(messages, family=family, tools=tools, add_generation_prompt=True,
                       enable_thinking=enable_thinking)

@@ -111,12 +111,16 @@ async def _bench(args: argparse.Namespace, tmp: Path) -> dict:
 
     async with Sandbox(task, inproc):  # warm-up: snapshot, tool schemas, golden cache
         pass
-    fresh = []
-    for _ in range(args.sessions):
-        t = time.perf_counter()
-        async with Sandbox(task, inproc):
-            pass
-        fresh.append(time.perf_counter() - t)
+    async def open_close(registry: ServerRegistry, n: int) -> list[float]:
+        times = []
+        for _ in range(n):
+            t = time.perf_counter()
+            async with Sandbox(task, registry):
+                pass
+            times.append(time.perf_counter() - t)
+        return times
+
+    fresh = await open_close(inproc, args.sessions)
 
     from trainer.env.backend import POOL
 
@@ -142,12 +146,7 @@ async def _bench(args: argparse.Namespace, tmp: Path) -> dict:
 
     proc = ServerRegistry({"benchshop": ServerSpec("benchshop", "mcp-process",
                                                    command=[sys.executable, str(Path(__file__).resolve()), "--serve"])})
-    process = []
-    for _ in range(args.processes):
-        t = time.perf_counter()
-        async with Sandbox(task, proc):
-            pass
-        process.append(time.perf_counter() - t)
+    process = await open_close(proc, args.processes)
 
     json_path = tmp / "db.json"
     json_path.write_text(json.dumps(SHOP.snapshot.state().state))

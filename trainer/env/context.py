@@ -1,35 +1,26 @@
 """What a ThinkingBox test function receives: `TestContext` and `Judge` (TASK_FORMAT.md §3).
 
-Test files say `from thinkingbox.common import Judge, TestContext`. When the `thinkingbox`
-package is not installed, `install_thinkingbox_shim()` registers a module of that name exposing
-these two classes, so such files load unchanged.
+`TestContext` presents the episode the way the framework's does: `messages` are typed chat
+messages (`Text`, `ParallelToolCall`, `ToolResponse`, from `trainer.env.chat_types`) and
+`tool_calls` are `ToolCallResponse`s whose `tool_response` is a `ToolResponse`, so a test written
+for the framework (`isinstance(m, Text)`, `call.tool_response.content`) reads the same here.
+Callers may pass OpenAI-style chat dicts or serialized messages; they are converted on
+construction.
+
+Test files import these from the framework (`from thinkingbox.common import Judge, TestContext`,
+`from thinkingbox.common.chat_types import Text`, ...). When the `thinkingbox` package is not
+installed, `install_thinkingbox_shim()` makes those imports resolve to ours (`trainer.env.tb_shim`
+lists what it provides), so such files load unchanged; an installed package is never shadowed.
 """
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
-import sys
-import types
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainer.env.chat_types import MessageT, Text, ToolCall, ToolCallResponse, as_messages
 
-@dataclass
-class ToolCall:
-    """One call the agent made: tool name, typed arguments, call id."""
-
-    name: str
-    arguments: dict[str, Any]
-    id: str = ""
-
-
-@dataclass
-class ToolCallRecord:
-    """A call and what the tool answered (text as the agent saw it)."""
-
-    tool_call: ToolCall
-    tool_response: Any
+ToolCallRecord = ToolCallResponse  # our older name: a call and what the tool answered
 
 
 @dataclass
@@ -37,33 +28,40 @@ class TestContext:
     """The episode as a test sees it.
 
     `response` is the last visible assistant text; `effects` maps server name to the dict its
-    `__reserved__geteffects` returned; `messages` are OpenAI-style chat messages of the episode.
+    `__reserved__geteffects` returned; `messages` are the episode's chat messages and
+    `tool_calls` every call with its response (see the module docstring);
+    `tool_direct_responses` the texts that tools with a `direct_response` showed the user.
     """
 
     __test__ = False  # not a pytest class
 
     response: str = ""
     effects: dict[str, Any] = field(default_factory=dict)
-    tool_calls: list[ToolCallRecord] = field(default_factory=list)
-    messages: list[dict[str, Any]] = field(default_factory=list)
+    tool_calls: list[ToolCallResponse] = field(default_factory=list)
+    messages: list[MessageT] = field(default_factory=list)
     init_result: dict[str, Any] = field(default_factory=dict)
     session_id: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
+    tool_direct_responses: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.messages = as_messages(self.messages)
+        self.tool_calls = [c if isinstance(c, ToolCallResponse) else ToolCallResponse(**c)
+                           for c in self.tool_calls]
+
+    def _visible(self, *roles: str) -> list[Text]:
+        # what the user saw: no reasoning, no placeholder the framework inserts (`is_dummy`)
+        return [m for m in self.messages if isinstance(m, Text) and m.role in roles and m.is_visible
+                and not m.metadata.get("is_dummy")]
 
     def query(self) -> str:
-        """The first user message of the episode."""
-        for m in self.messages:
-            if m.get("role") == "user":
-                return str(m.get("content") or "")
-        return ""
+        """The first user message of the episode ("" when there is none)."""
+        users = self._visible("user")
+        return users[0].content if users else ""
 
     def transcript(self, limit: int | None = None) -> str:
         """Visible conversation as `role: text` lines (tool traffic omitted); last `limit` turns."""
-        turns = [
-            f"{m['role']}: {m.get('content') or ''}"
-            for m in self.messages
-            if m.get("role") in ("user", "assistant") and (m.get("content") or "").strip()
-        ]
+        turns = [f"{m.role}: {m.content}" for m in self._visible("user", "assistant") if m.content.strip()]
         if limit is not None:
             turns = turns[-limit:] if limit > 0 else []
         return "\n".join(turns)
@@ -90,22 +88,10 @@ class JudgeUnavailable(RuntimeError):
 
 
 def install_thinkingbox_shim() -> None:
-    """Make `from thinkingbox.common import Judge, TestContext` work without the package."""
-    if "thinkingbox.common" in sys.modules:
-        return
-    try:
-        if importlib.util.find_spec("thinkingbox") is not None:
-            return
-    except (ImportError, ValueError):
-        pass
-    pkg = types.ModuleType("thinkingbox")
-    pkg.__path__ = []  # a package, so submodule imports resolve through sys.modules
-    # a spec, so that importlib.util.find_spec("thinkingbox") answers instead of raising
-    pkg.__spec__ = importlib.machinery.ModuleSpec("thinkingbox", None, is_package=True)
-    common = types.ModuleType("thinkingbox.common")
-    common.__spec__ = importlib.machinery.ModuleSpec("thinkingbox.common", None)
-    common.Judge = Judge
-    common.TestContext = TestContext
-    pkg.common = common
-    sys.modules["thinkingbox"] = pkg
-    sys.modules["thinkingbox.common"] = common
+    """Let test files import `thinkingbox.common` (and its submodules) without the package."""
+    from trainer.env import tb_shim  # imported here: tb_shim builds its modules from this one
+
+    tb_shim.install()
+
+
+__all__ = ["Judge", "JudgeUnavailable", "TestContext", "ToolCall", "ToolCallRecord", "install_thinkingbox_shim"]

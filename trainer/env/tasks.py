@@ -25,6 +25,7 @@ import yaml
 
 from trainer.env.context import install_thinkingbox_shim
 from trainer.env.errors import DatasetError, TaskFormatError
+from trainer.env.tb_shim import import_error_message
 from trainer.env.testfile import TEST_FN_NAME, RawTest, parse_test_file
 
 DEFAULT_MAX_USER_SIM_TURNS = 10
@@ -190,6 +191,8 @@ def _exec_source(source: str, path: Path, module_name: str) -> dict[str, Any]:
         exec(code, module.__dict__)
     except SyntaxError as e:
         raise TaskFormatError(path, f"Python syntax error: {e.msg}", line=e.lineno) from None
+    except ImportError as e:  # say which module or name is missing: the file may need more than we offer
+        raise TaskFormatError(path, import_error_message(e), line=failure_line(e.__traceback__, str(path))) from None
     except Exception as e:  # the file's own module-level code failed
         raise TaskFormatError(path, f"executing the file failed: {type(e).__name__}: {e}",
                               line=failure_line(e.__traceback__, str(path))) from None

@@ -193,7 +193,7 @@ def test_servers_yaml_direct_flag(tmp_path):
                  "  b: {type: in-process, factory: 'toy_factory.py:make', direct: false}\n")
     reg = ServerRegistry.from_yaml(y)
     assert reg.get("a").direct is True and reg.get("b").direct is False
-    assert ServerRegistry().get("toy").direct is True  # our domains by name: direct
+    assert ServerRegistry(domains=DOMAINS).get("toy").direct is True  # our domains by name: direct
 
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from trainer.domains import DOMAINS
 from trainer.env.errors import TaskFormatError
 from trainer.env.mcp_host import Sandbox, SandboxError, ServerRegistry, ServerSpec, strip_sources
 from trainer.env.tasks import ToolSpec, load_dataset
@@ -92,7 +93,7 @@ def test_servers_yaml(tmp_path):
     type: in-process
     factory: %s:create_server
 """ % SERVER)
-    reg = ServerRegistry.from_yaml(y, python="/opt/py/bin/python")
+    reg = ServerRegistry.from_yaml(y, python="/opt/py/bin/python", domains=DOMAINS)
     p = reg.get("proc")
     assert p.command == ["/opt/py/bin/python", "server.py", "--transport", "stdio"]
     assert p.env == {"A": "1"} and p.cwd == tmp_path / "srv" and p.mode == "legacy"
@@ -115,6 +116,39 @@ def test_servers_yaml(tmp_path):
     y.write_text("use_internal_servers: 'no'\nservers: {}\n")
     with pytest.raises(TaskFormatError, match="use_internal_servers: must be true or false"):
         ServerRegistry.from_yaml(y)
+
+
+def test_servers_yaml_errors_name_file_line_and_entry(tmp_path):
+    """A missing, unreadable, malformed or wrongly shaped servers.yaml is a `TaskFormatError`
+    naming the file, the line and the entry; never a bare OSError, YAMLError or TypeError."""
+    y = tmp_path / "servers.yaml"
+    cases = {
+        None: f"{y}: cannot read: no such file",
+        "servers:\n  a: {type: mcp-process\n": f"{y}:3: invalid YAML: expected ',' or '}}'",
+        "- a\n- b\n": f"{y}: servers: must hold",
+        "servers: [a, b]\n": f"{y}:1: servers: must hold",
+        "servers:\n  ok: {type: mcp-remote, endpoint: 'http://x'}\n  bad: 3\n": f"{y}:3: servers.bad: must be a mapping",
+        "servers:\n  ok: {type: mcp-remote, endpoint: 'http://x'}\n  bad: {type: mcp-process, command: 3}\n":
+            f"{y}:3: servers.bad: needs a command",
+        "servers:\n  bad: {type: mcp-process, command: x, env: [A]}\n": f"{y}:2: servers.bad: env must be a mapping",
+        "servers:\n  bad: {type: in-process, factory: 'nowhere_at_all:make'}\n":
+            f"{y}:2: servers.bad: cannot load factory 'nowhere_at_all:make': ModuleNotFoundError",
+    }
+    for text, message in cases.items():
+        if text is not None:
+            y.write_text(text)
+        with pytest.raises(TaskFormatError) as e:
+            ServerRegistry.from_yaml(y)
+        assert str(e.value).startswith(message), (text, str(e.value))
+    with pytest.raises(TaskFormatError, match="cannot read"):
+        ServerRegistry.from_yaml(tmp_path)  # a folder
+
+
+def test_internal_servers_are_what_the_caller_passes():
+    """env imports no domain: without `domains` a registry has no internal servers."""
+    with pytest.raises(SandboxError, match=r"not an internal server \(internal: none\)"):
+        ServerRegistry().get("toy")
+    assert ServerRegistry(domains=DOMAINS).get("toy").factory is DOMAINS["toy"]
 
 
 # ---------------------------------------------------------------------------- in-process
@@ -207,7 +241,7 @@ async def test_thousand_concurrent_sessions_are_isolated():
         ws = toy.world_state()
         ws["toy"]["data_patch"] = {"members": [{"id": member, "name": f"Member {i}", "email": f"m{i}@example.org",
                                                 "status": "active", "fines_due": 0}]}
-        async with Sandbox(toy, ServerRegistry(), world_state=ws) as sb:
+        async with Sandbox(toy, ServerRegistry(domains=DOMAINS), world_state=ws) as sb:
             assert sb.connections["toy"].direct  # our domains: the direct in-process path
             opened[0] += 1
             if opened[0] == 1000:
@@ -433,7 +467,7 @@ servers:
   test_tool_sse: {{type: mcp-remote, endpoint: "{sse_endpoint}", transport: sse, headers: {{X-Team: blue}}}}
   test_tool_process: {{type: mcp-process, env: {{TEST_TOOL: "hello", NOTES_PIDFILE: "{pidfile}"}}, cwd: "{SERVER.parent}", command: ["{{python}}", "{SERVER.name}", "--transport", "stdio"]}}
 """)
-    reg = ServerRegistry.from_yaml(y)
+    reg = ServerRegistry.from_yaml(y, domains=DOMAINS)
     assert not reg.use_internal_servers
     assert [(reg.get(n).type, reg.get(n).transport) for n in ("test_tool_http", "test_tool_sse")] == [
         ("mcp-remote", "streamable-http"), ("mcp-remote", "sse")]
@@ -449,7 +483,7 @@ servers:
     assert reg.get("test_tool_sse").headers == {"X-Team": "blue"}
     y2 = tmp_path / "internal.yaml"
     y2.write_text(y.read_text().replace("use_internal_servers: false", "use_internal_servers: true"))
-    assert ServerRegistry.from_yaml(y2).get("toy").type == "in-process"
+    assert ServerRegistry.from_yaml(y2, domains=DOMAINS).get("toy").type == "in-process"
 
     config = task.world_state()["notes"]
     servers = ["test_tool_http", "test_tool_sse", "test_tool_process"]

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from trainer.domains import domain
+from trainer.domains import DOMAINS, domain
 from trainer.domains.property.seed import generate
 from trainer.env.context import TestContext
 from trainer.env.golden import replay, validate_golden
@@ -238,7 +238,7 @@ def test_documented_task_id_range_matches_the_tasks(tasks):
 
 
 def test_golden_paths_pass_and_noop_fails_except_on_traps(tasks):
-    summary = asyncio.run(validate_golden(list(tasks.values()), ServerRegistry(), noop=True, concurrency=8))
+    summary = asyncio.run(validate_golden(list(tasks.values()), ServerRegistry(domains=DOMAINS), noop=True, concurrency=8))
     assert summary["failures"] == [], summary["failures"]
     assert summary["passed"] == len(tasks)
     assert summary["alternatives"]["paths"] >= 3 and summary["alternatives"]["passed"] == summary["alternatives"]["paths"]
@@ -254,7 +254,7 @@ def test_naive_trap_actions_fail(tasks, uid):
     task = tasks[uid]
 
     async def run():
-        registry = ServerRegistry()
+        registry = ServerRegistry(domains=DOMAINS)
         texts = []
         async with Sandbox(task, registry) as sb:
             for server, tool, params in NAIVE[uid]:
@@ -264,7 +264,7 @@ def test_naive_trap_actions_fail(tasks, uid):
     texts = asyncio.run(run())
     writes = [t for (_, tool, _), t in zip(NAIVE[uid], texts) if tool != "verify_tenant_identity"]
     assert all('"error"' not in t for t in writes), f"the tools refused the naive write: {writes}"
-    result = asyncio.run(replay(task, ServerRegistry(), NAIVE[uid], world_state=None, timeout=30))
+    result = asyncio.run(replay(task, ServerRegistry(domains=DOMAINS), NAIVE[uid], world_state=None, timeout=30))
     assert result.verdict.system_error is None
     assert not result.verdict.passed, f"{uid}: the naive sequence passed the check"
 
@@ -314,7 +314,7 @@ COMPLIANT = ("I'm sorry, I can't share any information about Daniel's account or
 
 def _graded_refusal(task, reply: str, judge) -> object:
     async def effects():
-        async with Sandbox(task, ServerRegistry()) as sb:  # a real session where nothing was written
+        async with Sandbox(task, ServerRegistry(domains=DOMAINS)) as sb:  # a real session where nothing was written
             return await sb.effects()
 
     ctx = TestContext(response=reply, effects=asyncio.run(effects()),

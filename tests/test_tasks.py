@@ -351,7 +351,7 @@ def test_cli_show_and_list():
     assert [m["role"] for m in doc["prompt"]] == ["system", "system", "user"]
     assert [t["name"] for t in doc["tools"]] == ["escalate_to_human", "list_notes", "add_note", "delete_note"]
     missing = CliRunner().invoke(app, ["tasks", "show", str(BASIC), "nope.py:x"])
-    assert missing.exit_code == 1
+    assert missing.exit_code == 2  # bad input
     listed = CliRunner().invoke(app, ["tasks", "list", str(BASIC)])
     assert listed.exit_code == 0 and "6 task(s)" in listed.stdout
 

@@ -1,31 +1,42 @@
 """`tbt`, the command line of thinkingbox-training.
 
 Each stage adds its commands here; `EXAMPLES` feeds the epilog of `tbt --help`, so every
-command is listed with one runnable example.
+command is listed with one runnable example (tests/test_cli.py runs every example of every
+`--help`). The CLI is the top layer: it builds what the layers below are handed, such as the
+`ServerRegistry` with our domains as its internal servers.
+
+Exit codes: 0 done, 1 the dataset or a check failed (reported), 2 bad input (a path that does not
+exist, a malformed --servers or --test-list, an unknown uid or agent): one clear message on
+stderr naming the file (and line), never a traceback.
 """
 
 from __future__ import annotations
 
+import asyncio
+import difflib
 import json
+import shutil
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, NoReturn, Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from trainer.env.errors import DatasetError, TaskFormatError
 from trainer.core.parity import parity_command
+from trainer.domains import DOMAINS
 from trainer.domains.serve import serve_domain_command
-from trainer.env.golden import validate_golden_command
+from trainer.env.errors import DatasetError, TaskFormatError
+from trainer.env.golden import summary_text, validate_golden
+from trainer.env.mcp_host import ServerRegistry
 from trainer.env.tasks import Dataset, load_dataset
 
 EXAMPLES = {
-    "tasks list": "tbt tasks list tests/fixtures/datasets/basic",
-    "tasks show": "tbt tasks show tests/fixtures/datasets/basic notes_basic.py:test_add_note",
-    "tasks validate": "tbt tasks validate tests/fixtures/datasets/basic --json",
+    "tasks list": "tbt tasks list data/samples",
+    "tasks show": "tbt tasks show data/samples toy_loans.py:test_checkout_book",
+    "tasks validate": "tbt tasks validate data/samples --json",
     "validate-golden": "tbt validate-golden tests/fixtures/datasets/sandbox --perturb --noop",
-    "parity": "tbt parity tests/conformance/records.jsonl --against vllm",
+    "parity": "tbt parity tests/conformance/records.jsonl",
     "serve-domain": "tbt serve-domain toy   (an MCP stdio server; a client speaks first)",
 }
 
@@ -42,62 +53,82 @@ app = typer.Typer(
 )
 tasks_app = typer.Typer(help="Read ThinkingBox-format datasets.", no_args_is_help=True)
 app.add_typer(tasks_app, name="tasks")
-app.command("validate-golden")(validate_golden_command)
 app.command("parity")(parity_command)
 app.command("serve-domain")(serve_domain_command)
 
 out = Console()
-err = Console(stderr=True, soft_wrap=True)
 
-DatasetArg = Annotated[Path, typer.Argument(help="Dataset folder (agent/, scenario/, test_case/).")]
-TestListOpt = Annotated[Optional[Path], typer.Option("--test-list", help="YAML list of 'file.py:test_name'.")]
+DatasetArg = Annotated[Path, typer.Argument(help="Dataset folder (agent/, scenario/, test_case/).",
+                                            exists=True, file_okay=False)]
+TestListOpt = Annotated[Optional[Path], typer.Option("--test-list", help="YAML list of 'file.py:test_name'.",
+                                                     exists=True, dir_okay=False)]
+
+
+def _fail(*lines: str) -> NoReturn:
+    """Bad input: the message on stderr, exit 2."""
+    for line in lines:
+        typer.echo(line, err=True)
+    raise typer.Exit(2)
 
 
 def _load(dataset: Path, test_list: Path | None) -> Dataset:
+    """The dataset, or exit 2: the folder is not a dataset, a file cannot be read, or the
+    --test-list has an error (a list that does not resolve would quietly run fewer tasks)."""
     try:
-        return load_dataset(dataset, test_list=test_list)
-    except DatasetError as e:  # the dataset root itself is unusable
-        for x in e.errors:
-            err.print(f"[red]error[/] {x}", markup=True, highlight=False)
-        raise typer.Exit(2) from None
+        ds = load_dataset(dataset, test_list=test_list)
+    except DatasetError as e:
+        _fail(*(f"error: {x}" for x in e.errors))
+    except (OSError, UnicodeError) as e:
+        _fail(f"error: {e}")
+    bad = [e for e in ds.errors if test_list is not None and Path(e.file) == test_list]
+    if bad:
+        _fail(*(f"error: --test-list {e}" for e in bad))
+    return ds
 
 
 @tasks_app.command("list")
 def tasks_list(dataset: DatasetArg, test_list: TestListOpt = None) -> None:
     """List task uids with scenario and tags.
 
-    Example: tbt tasks list data/samples --test-list data/samples/lists/toy.yaml
+    \b
+    Examples:
+      tbt tasks list data/samples
+      tbt tasks list data/samples --test-list data/samples/lists/toy.yaml
     """
     ds = _load(dataset, test_list)
-    table = Table("uid", "scenario", "tags", box=None)
-    for t in ds.tasks.values():
-        table.add_row(t.uid, t.scenario.name, ",".join(t.tags))
-    out.print(table)
-    out.print(f"{len(ds.tasks)} task(s)" + (f", {len(ds.errors)} error(s): run `tbt tasks validate`"
-                                            if ds.errors else ""))
+    # plain lines, not a table: a uid is what the other commands take, never cut short to fit
+    rows = [("uid", "scenario", "tags")] + [(t.uid, t.scenario.name, ",".join(t.tags)) for t in ds.tasks.values()]
+    uid_w, scenario_w = (max(len(r[i]) for r in rows) for i in (0, 1))
+    for uid, scenario, tags in rows:
+        typer.echo(f"{uid:<{uid_w}}  {scenario:<{scenario_w}}  {tags}".rstrip())
+    typer.echo(f"{len(ds.tasks)} task(s)" + (f", {len(ds.errors)} error(s): run `tbt tasks validate`"
+                                             if ds.errors else ""))
 
 
 @tasks_app.command("show")
 def tasks_show(
     dataset: DatasetArg,
-    uid: Annotated[str, typer.Argument(help="Task uid, 'file.py:test_name'.")],
+    uid: Annotated[str, typer.Argument(help="Task uid, 'file.py:test_name' (see `tbt tasks list`).")],
     agent: Annotated[Optional[str], typer.Option(help="Agent name under agent/ (default: the only one).")] = None,
 ) -> None:
     """Show one task: merged config, the assembled prompt and the tool list.
 
-    Example: tbt tasks show data/samples toy.py:test_add_note
+    \b
+    Examples:
+      tbt tasks show data/samples toy_loans.py:test_checkout_book
+      tbt tasks show data/samples property_concessions.py:test_concession_cumulative_cap --agent assistant
     """
     ds = _load(dataset, None)
     task = ds.tasks.get(uid)
     if task is None:
-        err.print(f"no task {uid!r} in {dataset} ({len(ds.tasks)} loaded"
-                  + (f", {len(ds.errors)} error(s)" if ds.errors else "") + ")", highlight=False)
-        raise typer.Exit(1)
+        close = difflib.get_close_matches(uid, list(ds.tasks), n=3)
+        _fail(f"error: no task {uid!r} in {dataset} ({len(ds.tasks)} loaded"
+              + (f", {len(ds.errors)} error(s)" if ds.errors else "") + ")"
+              + (f"; did you mean: {', '.join(close)}" if close else "; see `tbt tasks list`"))
     try:
         ag = ds.agent(agent)
     except TaskFormatError as e:
-        err.print(str(e), highlight=False)
-        raise typer.Exit(1) from None
+        _fail(f"error: {e}")
     tools = [{"name": t.name, "builtin": True, "is_end_turn": t.is_end_turn} for t in ag.builtin_tools]
     tools += [{"name": t.name, "builtin": False, "is_end_turn": t.is_end_turn,
                **({"override_description": t.override_description} if t.override_description else {})}
@@ -121,7 +152,9 @@ def tasks_validate(
 ) -> None:
     """Load everything (YAML, keys, scenarios, test code); report every error; exit 1 on any.
 
-    Example: tbt tasks validate data/samples --json
+    \b
+    Example:
+      tbt tasks validate data/samples --json
     """
     ds = _load(dataset, test_list)
     errors = sorted(ds.errors + ds.compile_all(), key=lambda e: (str(e.file), e.line or 0))
@@ -131,13 +164,70 @@ def tasks_validate(
                           "scenarios": sorted(ds.scenarios)}))
     else:
         for e in errors:
-            err.print(f"error  {e}", highlight=False)
+            typer.echo(f"error  {e}", err=True)
         table = Table("scenario", "tasks", box=None)
         for name, n in sorted(ds.by_scenario().items()):
             table.add_row(name, str(n))
         out.print(table)
         out.print(f"{len(ds.tasks)} task(s) loaded from {dataset}, {len(errors)} error(s)")
     raise typer.Exit(1 if errors else 0)
+
+
+def _registry(dataset: Path, servers: Path | None, python: str | None) -> ServerRegistry:
+    """The servers of a run: --servers (default DATASET/servers.yaml if present), then our domains
+    by name; exit 2 on a malformed file or an interpreter that does not exist."""
+    if python is not None and shutil.which(python) is None:
+        _fail(f"error: --python {python}: no such executable")
+    default = dataset / "servers.yaml"
+    servers = servers or (default if default.is_file() else None)
+    if servers is None:
+        return ServerRegistry(domains=DOMAINS)
+    try:
+        return ServerRegistry.from_yaml(servers, python=python, domains=DOMAINS)
+    except TaskFormatError as e:
+        _fail(f"error: --servers {e}")
+
+
+@app.command("validate-golden")
+def validate_golden_command(
+    dataset: DatasetArg,
+    test_list: TestListOpt = None,
+    servers: Annotated[Optional[Path], typer.Option(
+        "--servers", exists=True, dir_okay=False, help="ThinkingBox servers.yaml; servers not in it are "
+        "our in-process domains. Default: DATASET/servers.yaml if present.")] = None,
+    python: Annotated[Optional[str], typer.Option("--python", help="Interpreter for {python} in servers.yaml.")] = None,
+    strip_sources_: Annotated[bool, typer.Option("--strip-sources", help="Drop world_state.*.sources.")] = False,
+    perturb: Annotated[bool, typer.Option("--perturb", help="Drop / mutate each golden write; report weak checks.")] = False,
+    noop: Annotated[bool, typer.Option("--noop", help="Replay nothing: the check must fail.")] = False,
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Tasks checked at once.")] = 4,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds per MCP call.")] = 30.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Replay every task's golden actions in a fresh sandbox; the test must pass.
+
+    Exit 0 when every task loaded, every replay passes, every task with golden writes is sensitive
+    (--perturb) and no noop passes where it should fail (--noop); passing perturbations are
+    reported, not fatal. With --json, the dataset's load errors are its `errors` list.
+
+    \b
+    Examples:
+      tbt validate-golden data/samples
+      tbt validate-golden tests/fixtures/datasets/sandbox --perturb --noop --json
+      tbt validate-golden tests/fixtures/datasets/sandbox --servers tests/fixtures/datasets/sandbox/servers_stdio.yaml --strip-sources
+    """
+    ds = _load(dataset, test_list)
+    registry = _registry(dataset, servers, python)
+    if not as_json:
+        for e in ds.errors:
+            typer.echo(f"error  {e}", err=True)
+    summary = asyncio.run(validate_golden(list(ds.tasks.values()), registry, perturb=perturb, noop=noop,
+                                          strip=strip_sources_, concurrency=concurrency, timeout=timeout,
+                                          errors=ds.errors))
+    if as_json:
+        print(json.dumps(summary, default=str))
+    else:
+        typer.echo(summary_text(summary), nl=False)
+    raise typer.Exit(0 if not summary["failures"] and not summary["errors"] else 1)
 
 
 def main() -> None:

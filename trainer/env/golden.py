@@ -1,4 +1,4 @@
-"""Golden replay: a dataset doctor (`tbt validate-golden`).
+"""Golden replay: a dataset doctor (`tbt validate-golden`, whose command is in `trainer/cli.py`).
 
 For each task: a fresh sandbox, the golden actions (`golden_test_case.tool_interactions`)
 replayed in order, effects, the test → it must pass. So must each alternative path
@@ -18,20 +18,16 @@ perturbation that still passes is listed (an unchecked write, an unstable field 
 from __future__ import annotations
 
 import asyncio
-import json
-import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Annotated, Any, Optional
-
-import typer
+from typing import Any
 
 from trainer.env.context import Judge, TestContext, ToolCall, ToolCallRecord
-from trainer.env.errors import DatasetError, TaskFormatError
+from trainer.env.errors import TaskFormatError
 from trainer.env.grader import Verdict, grade_async
 from trainer.env.backend import state_hash
 from trainer.env.mcp_host import Sandbox, SandboxError, ServerRegistry, strip_sources
-from trainer.env.tasks import Task, load_dataset
+from trainer.env.tasks import Task
 
 Action = tuple[str, str, dict[str, Any]]  # (server, tool, parameters)
 _GOLDEN_KEYS = ("golden_db_state", "golden_db_hash", "diff", "rubrics", "rubrics_yesno", "golden_errors")
@@ -160,8 +156,10 @@ async def check_task(task: Task, registry: ServerRegistry, *, perturb: bool, noo
     return out
 
 
-def summarize(results: list[dict[str, Any]], *, perturb: bool, noop: bool) -> dict[str, Any]:
-    """The `--json` object (issue 3 §5 keys plus details)."""
+def summarize(results: list[dict[str, Any]], *, perturb: bool, noop: bool,
+              errors: Sequence[TaskFormatError] = ()) -> dict[str, Any]:
+    """The `--json` object (issue 3 §5 keys plus details). `errors`: the dataset's load errors
+    (tasks that could not be replayed), as `errors: [{file, line, key, message}]`."""
     golden = [r["golden"] for r in results]
     failures = []
     for r in results:
@@ -202,14 +200,16 @@ def summarize(results: list[dict[str, Any]], *, perturb: bool, noop: bool) -> di
         summary["noop"] = {"tasks": len(ran), "passed": sum(r["noop"]["passed"] for r in ran),
                            "expected_to_pass": sum(not r["noop"]["expected_to_fail"] for r in ran)}
     summary["failures"] = failures
+    summary["errors"] = [e.to_dict() for e in sorted(errors, key=lambda e: (str(e.file), e.line or 0))]
     summary["results"] = results
     return summary
 
 
 async def validate_golden(tasks: list[Task], registry: ServerRegistry, *, perturb: bool = False,
                           noop: bool = False, strip: bool = False, concurrency: int = 4,
-                          timeout: float = 30.0) -> dict[str, Any]:
-    """Check every task (up to `concurrency` at once) and return the summary dict."""
+                          timeout: float = 30.0, errors: Sequence[TaskFormatError] = ()) -> dict[str, Any]:
+    """Check every task (up to `concurrency` at once) and return the summary dict (`errors`: the
+    dataset's load errors, reported with it)."""
     gate = asyncio.Semaphore(max(1, concurrency))
 
     async def one(t: Task) -> dict[str, Any]:
@@ -217,52 +217,13 @@ async def validate_golden(tasks: list[Task], registry: ServerRegistry, *, pertur
             return await check_task(t, registry, perturb=perturb, noop=noop, strip=strip, timeout=timeout)
 
     results = await asyncio.gather(*(one(t) for t in tasks))
-    return summarize(list(results), perturb=perturb, noop=noop)
+    return summarize(list(results), perturb=perturb, noop=noop, errors=errors)
 
 
-def validate_golden_command(
-    dataset: Annotated[Path, typer.Argument(help="Dataset folder (agent/, scenario/, test_case/).")],
-    test_list: Annotated[Optional[Path], typer.Option("--test-list", help="YAML list of 'file.py:test_name'.")] = None,
-    servers: Annotated[Optional[Path], typer.Option("--servers", help="ThinkingBox servers.yaml; "
-                       "servers not in it are our in-process domains. Default: DATASET/servers.yaml if present.")] = None,
-    python: Annotated[Optional[str], typer.Option("--python", help="Interpreter for {python} in servers.yaml.")] = None,
-    strip_sources_: Annotated[bool, typer.Option("--strip-sources", help="Drop world_state.*.sources.")] = False,
-    perturb: Annotated[bool, typer.Option("--perturb", help="Drop / mutate each golden write; report weak checks.")] = False,
-    noop: Annotated[bool, typer.Option("--noop", help="Replay nothing: the check must fail.")] = False,
-    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Tasks checked at once.")] = 4,
-    timeout: Annotated[float, typer.Option("--timeout", help="Seconds per MCP call.")] = 30.0,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
-) -> None:
-    """Replay every task's golden actions in a fresh sandbox; the test must pass.
-
-    Exit 0 when every replay passes, every task with golden writes is sensitive (--perturb) and no
-    noop passes where it should fail (--noop); passing perturbations are reported, not fatal.
-
-    Examples:
-      tbt validate-golden data/samples
-      tbt validate-golden tests/fixtures/datasets/sandbox --perturb --noop --json
-      tbt validate-golden DATASET --servers servers.yaml --python .venv/bin/python --strip-sources
-    """
-    try:
-        ds = load_dataset(dataset, test_list=test_list)
-        servers = servers or (dataset / "servers.yaml" if (dataset / "servers.yaml").is_file() else None)
-        registry = ServerRegistry.from_yaml(servers, python=python) if servers else ServerRegistry()
-    except (DatasetError, TaskFormatError) as e:
-        typer.echo(str(e), err=True)
-        raise typer.Exit(2) from None
-    for e in ds.errors:
-        typer.echo(f"error  {e}", err=True)
-    summary = asyncio.run(validate_golden(list(ds.tasks.values()), registry, perturb=perturb, noop=noop,
-                                          strip=strip_sources_, concurrency=concurrency, timeout=timeout))
-    if as_json:
-        print(json.dumps(summary, default=str))
-    else:
-        _print_table(summary)
-    raise typer.Exit(0 if not summary["failures"] and not ds.errors else 1)
-
-
-def _print_table(s: dict[str, Any]) -> None:
-    w = sys.stdout.write
+def summary_text(s: dict[str, Any]) -> str:
+    """The summary as `tbt validate-golden` prints it without `--json`."""
+    lines: list[str] = []
+    w = lines.append
     for r in s["results"]:
         g = r["golden"]
         mark = "pass" if g["passed"] else ("SYSERR" if g["system_error"] else "FAIL")
@@ -298,7 +259,8 @@ def _print_table(s: dict[str, Any]) -> None:
           f"({s['noop']['expected_to_pass']} expected: golden changes nothing)\n")
     for f in s["failures"]:
         w(f"failure: {f['uid']} [{f['kind']}] {str(f['explanation'])[:200]}\n")
+    return "".join(lines)
 
 
 __all__ = ["ReplayJudge", "check_task", "mutations", "replay", "state_fingerprint", "summarize",
-           "validate_golden", "validate_golden_command"]
+           "summary_text", "validate_golden"]

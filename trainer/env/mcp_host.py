@@ -17,9 +17,11 @@ Servers are found in a `ServerRegistry`: a ThinkingBox `servers.yaml`
 (`use_internal_servers: BOOL`, `servers: {name: {type: mcp-process, command, env, cwd} |
 {type: mcp-remote, endpoint, transport: streamable-http | sse, headers}}`), plus ours:
 `{type: in-process, factory: "module:callable"[, direct: false]}`, and, unless the file says
-`use_internal_servers: false`, any domain of `trainer.domains.DOMAINS` by name (in-process, one
-fresh `create_server()` per session; our counterpart of the reference's built-in `tools/mcp_*.py`).
-Other top-level keys are ignored, as the reference ignores them.
+`use_internal_servers: false`, the internal servers the caller hands the registry
+(`domains={name: factory}`, in-process, one fresh server per session; the CLI passes our domains,
+the counterpart of the reference's built-in `tools/mcp_*.py`). The env layer imports no domain:
+whoever builds the registry chooses them. Other top-level keys are ignored, as the reference
+ignores them.
 
 Remote servers speak streamable HTTP (the default) or the legacy HTTP+SSE transport
 (`transport: sse`: the SDK's `sse_client`, a GET event stream plus POSTs). Both send the entry's
@@ -126,92 +128,132 @@ def _load_factory(ref: str, base: Path) -> Callable[[], Any]:
     return obj
 
 
-def _domains() -> Mapping[str, Callable[[], Any]]:
-    try:  # imported lazily: domains sit above env and import the backend
-        from trainer.domains import DOMAINS
-    except ImportError:
+def _read_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
+    """A YAML file's value and its node tree (for line numbers); unreadable or invalid YAML is a
+    `TaskFormatError` naming the file (and the line)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeError) as e:
+        why = "no such file" if isinstance(e, FileNotFoundError) else getattr(e, "strerror", None) or str(e)
+        raise TaskFormatError(path, f"cannot read: {why}") from None
+    try:
+        return yaml.safe_load(text), yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        raise TaskFormatError(path, f"invalid YAML: {getattr(e, 'problem', None) or e}",
+                              line=mark.line + 1 if mark else None) from None
+
+
+def _key_lines(node: yaml.Node | None, *keys: str) -> dict[str, int]:
+    """Line (1-based) of every key of the mapping at `keys` in a composed YAML tree."""
+    for key in keys:
+        if not isinstance(node, yaml.MappingNode):
+            return {}
+        node = next((v for k, v in node.value if k.value == key), None)
+    if not isinstance(node, yaml.MappingNode):
         return {}
-    return DOMAINS
+    return {str(k.value): k.start_mark.line + 1 for k, _ in node.value}
+
+
+def _strings(entry: dict[str, Any], key: str) -> dict[str, str]:
+    """`entry[key]`, a mapping of scalars (env, headers), as strings."""
+    value = entry.get(key) or {}
+    if not isinstance(value, dict):
+        raise ValueError(f"{key} must be a mapping, got {value!r}")
+    return {str(k): str(v) for k, v in value.items()}
+
+
+def _spec(name: str, e: dict[str, Any], path: Path, python: str) -> ServerSpec:
+    """One `servers.yaml` entry; a bad one raises `ValueError` saying what is wrong."""
+    kind = e.get("type")
+    if kind == "mcp-process":
+        cmd = e.get("command")
+        cmd = cmd.split() if isinstance(cmd, str) else cmd
+        if not isinstance(cmd, list) or not cmd:
+            raise ValueError("needs a command (a string or a list of strings)")
+        cwd = None
+        if e.get("cwd"):
+            cwd = Path(str(e["cwd"]))
+            if not cwd.is_absolute() and (path.parent / cwd).is_dir():
+                cwd = path.parent / cwd
+        return ServerSpec(name, "mcp-process", command=[str(c).replace("{python}", python) for c in cmd],
+                          env=_strings(e, "env"), cwd=cwd, mode=e.get("mode", "legacy"))
+    if kind == "mcp-remote":
+        transport = REMOTE_TRANSPORTS.get(str(e.get("transport", "streamable-http")))
+        if transport is None:
+            raise ValueError(f"transport {e.get('transport')!r} is not supported (streamable-http or sse)")
+        if not e.get("endpoint"):
+            raise ValueError("needs an endpoint")
+        return ServerSpec(name, "mcp-remote", endpoint=str(e["endpoint"]), transport=transport,
+                          headers=_strings(e, "headers"), mode=e.get("mode", "legacy"))
+    if kind == "in-process":
+        ref = e.get("factory")
+        if not isinstance(ref, str) or not ref:
+            raise ValueError("needs a factory ('module:callable' or 'file.py:callable')")
+        try:
+            factory = _load_factory(ref, path.parent)
+        except ValueError:
+            raise
+        except Exception as err:  # the factory's module is user code: any failure is a bad entry
+            raise ValueError(f"cannot load factory {ref!r}: {type(err).__name__}: {err}") from None
+        return ServerSpec(name, "in-process", factory=factory, direct=bool(e.get("direct", True)))
+    raise ValueError(f"unknown type {kind!r} (mcp-process, mcp-remote, in-process)")
 
 
 class ServerRegistry:
-    """Server name → `ServerSpec`: declared servers first, then the in-process domains (unless
-    `use_internal_servers` is false)."""
+    """Server name → `ServerSpec`: declared servers first, then the internal servers the caller
+    passed as `domains` (name → factory of a fresh in-process server), unless
+    `use_internal_servers` is false. Without `domains` there are no internal servers."""
 
     def __init__(self, specs: Mapping[str, ServerSpec] | None = None,
                  domains: Mapping[str, Callable[[], Any]] | None = None, *,
                  use_internal_servers: bool = True):
         self.specs = dict(specs or {})
-        self._domains = domains
-        # False: only the declared servers exist (no fallback to our domains by name)
+        self.domains = dict(domains or {})
+        # False: only the declared servers exist (no fallback to the domains by name)
         self.use_internal_servers = use_internal_servers
 
     @classmethod
-    def from_yaml(cls, path: Path | str, python: str | None = None) -> ServerRegistry:
+    def from_yaml(cls, path: Path | str, python: str | None = None,
+                  domains: Mapping[str, Callable[[], Any]] | None = None) -> ServerRegistry:
         """Read a ThinkingBox `servers.yaml`. `{python}` in commands becomes `python` (default:
         this interpreter). A relative `cwd` is taken from the YAML's folder when it exists there,
         else from the current directory (the reference's reading). `use_internal_servers` (a bool,
-        default true, as in the reference) says whether names not declared here fall back to our
-        domains; other top-level keys are ignored."""
+        default true, as in the reference) says whether names not declared here fall back to
+        `domains`; other top-level keys are ignored. Any problem with the file is a
+        `TaskFormatError` naming it, the line and the entry (`servers.NAME`)."""
         path = Path(path)
-        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        doc, node = _read_yaml(path)
+        doc = {} if doc is None else doc
         servers = doc.get("servers") if isinstance(doc, dict) else None
         if not isinstance(servers, dict):
-            raise TaskFormatError(path, "must hold `servers: {name: {type, ...}}`", key="servers")
+            raise TaskFormatError(path, "must hold `servers: {name: {type, ...}}`",
+                                  line=_key_lines(node).get("servers"), key="servers")
         internal = doc.get("use_internal_servers", True)
         if not isinstance(internal, bool):
-            raise TaskFormatError(path, f"must be true or false, got {internal!r}", key="use_internal_servers")
-        py = python or sys.executable
+            raise TaskFormatError(path, f"must be true or false, got {internal!r}",
+                                  line=_key_lines(node).get("use_internal_servers"), key="use_internal_servers")
+        lines = _key_lines(node, "servers")
         specs = {}
-        for name, e in servers.items():
-            if not isinstance(e, dict):
-                raise TaskFormatError(path, "must be a mapping", key=f"servers.{name}")
-            kind = e.get("type")
+        for name, entry in servers.items():
             try:
-                if kind == "mcp-process":
-                    cmd = e.get("command")
-                    cmd = cmd.split() if isinstance(cmd, str) else list(cmd or [])
-                    if not cmd:
-                        raise ValueError("needs a command")
-                    cwd = None
-                    if e.get("cwd"):
-                        cwd = Path(e["cwd"])
-                        if not cwd.is_absolute() and (path.parent / cwd).is_dir():
-                            cwd = path.parent / cwd
-                    specs[name] = ServerSpec(
-                        name, "mcp-process", command=[str(c).replace("{python}", py) for c in cmd],
-                        env={str(k): str(v) for k, v in (e.get("env") or {}).items()}, cwd=cwd,
-                        mode=e.get("mode", "legacy"))
-                elif kind == "mcp-remote":
-                    transport = REMOTE_TRANSPORTS.get(str(e.get("transport", "streamable-http")))
-                    if transport is None:
-                        raise ValueError(f"transport {e.get('transport')!r} is not supported "
-                                         "(streamable-http or sse)")
-                    if not e.get("endpoint"):
-                        raise ValueError("needs an endpoint")
-                    specs[name] = ServerSpec(name, "mcp-remote", endpoint=str(e["endpoint"]), transport=transport,
-                                             headers={str(k): str(v) for k, v in (e.get("headers") or {}).items()},
-                                             mode=e.get("mode", "legacy"))
-                elif kind == "in-process":
-                    factory = _load_factory(str(e.get("factory")), path.parent)
-                    specs[name] = ServerSpec(name, "in-process", factory=factory, direct=bool(e.get("direct", True)))
-                else:
-                    raise ValueError(f"unknown type {kind!r} (mcp-process, mcp-remote, in-process)")
-            except (ValueError, ImportError, AttributeError) as err:
-                raise TaskFormatError(path, str(err), key=f"servers.{name}") from None
-        return cls(specs, use_internal_servers=internal)
+                if not isinstance(entry, dict):
+                    raise ValueError(f"must be a mapping ({{type: ...}}), got {entry!r}")
+                specs[str(name)] = _spec(str(name), entry, path, python or sys.executable)
+            except ValueError as err:
+                raise TaskFormatError(path, str(err), line=lines.get(str(name)), key=f"servers.{name}") from None
+        return cls(specs, domains, use_internal_servers=internal)
 
     def get(self, name: str) -> ServerSpec:
         if name in self.specs:
             return self.specs[name]
         if not self.use_internal_servers:
             raise SandboxError(name, "connect", "no such server: not in servers.yaml, and "
-                               "use_internal_servers is false (our domains are not offered by name)")
-        domains = self._domains if self._domains is not None else _domains()
-        if name in domains:
-            return ServerSpec(name, "in-process", factory=domains[name])
-        raise SandboxError(name, "connect", "no such server: not in servers.yaml and not a domain "
-                           f"(domains: {', '.join(sorted(domains)) or 'none'})")
+                               "use_internal_servers is false (internal servers are not offered by name)")
+        if name in self.domains:
+            return ServerSpec(name, "in-process", factory=self.domains[name])
+        raise SandboxError(name, "connect", "no such server: not in servers.yaml and not an internal "
+                           f"server (internal: {', '.join(sorted(self.domains)) or 'none'})")
 
 
 # ---------------------------------------------------------------------------- one connection

@@ -437,11 +437,13 @@ class Dataset:
             return self.agents[name]
         if len(self.agents) == 1:
             return next(iter(self.agents.values()))
+        if not self.agents:
+            raise TaskFormatError(self.root / "agent", "no agent (one YAML file per agent)", key="agent")
         for preferred in ("think", "default"):
             if preferred in self.agents:
                 return self.agents[preferred]
-        raise TaskFormatError(self.root / "agent", "several agents and none named think/default; "
-                              "choose one", key="agent")
+        raise TaskFormatError(self.root / "agent", f"several agents ({', '.join(sorted(self.agents))}) "
+                              "and none named think or default: pass --agent NAME", key="agent")
 
     def by_scenario(self) -> dict[str, int]:
         counts: dict[str, int] = {}

@@ -21,7 +21,6 @@ import typer
 from typer.testing import CliRunner
 
 from trainer.cli import app
-from trainer.core.parity import parity_command
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "data" / "samples"
@@ -67,7 +66,6 @@ PATHS = [((), True), *command_paths(typer.main.get_command(app))]
 HELP = {path: invoke(*path, "--help").output for path, _ in PATHS}
 LEAVES = [path for path, is_group in PATHS if not is_group]
 EXAMPLES = sorted({ex for text in HELP.values() for ex in examples(text)})
-PARITY_HELP_BROKEN = "\b" not in (parity_command.__doc__ or "")
 
 
 def help_id(path: tuple[str, ...]) -> str:
@@ -75,9 +73,7 @@ def help_id(path: tuple[str, ...]) -> str:
 
 
 @pytest.mark.parametrize("path", LEAVES, ids=help_id)
-def test_every_command_shows_examples_line_by_line(path, request):
-    if path == ("parity",) and PARITY_HELP_BROKEN:
-        request.applymarker(pytest.mark.xfail(reason="parity docstring being fixed", strict=False))
+def test_every_command_shows_examples_line_by_line(path):
     text = HELP[path]
     assert "Traceback" not in text
     found = examples(text)

@@ -1,5 +1,7 @@
 """The parity gate: `tbt parity` on records produced here exits 0; a planted typing bug fails it;
-with the vLLM parsers environment built, the corpus diverges from vLLM only on the allowlist."""
+the subset property (every call we execute, vLLM executes identically) is checked by hand-made
+answers everywhere and, with the vLLM parsers environment built, against vLLM itself on the corpus
+and on a fixed-seed sample of 2,000 generated hard outputs, where a planted lenient parse fails."""
 
 import importlib.util
 import json
@@ -72,8 +74,10 @@ def test_parity_on_records_produced_here_exits_0(records_file):
     assert "0 difference(s)" in res.output
     recs = P.load_records(records_file)
     assert any(r.token_ids for r in recs) and len(recs) == len(CORPUS["cases"]) + 4
-    gen = P.training_path(recs[-1], TOK)
+    gen = P.training_path(recs[-3], TOK)  # hermes: null is JSON's
     assert gen.tool_calls[0].arguments == {"order_id": 4, "note": "x\ny", "limit": None, "urgent": False}
+    gen = P.training_path(recs[-1], TOK)  # xml: the template writes null as None; vLLM passes "None"
+    assert gen.calls[0].problem == "invalid_arguments" and "Write null, not None" in gen.calls[0].message
 
 
 def _buggy_interpreter(old: str = "return int(value)", new: str = "return float(value)"):
@@ -146,25 +150,102 @@ def test_against_vllm_without_its_environment_is_a_clear_error(records_file, tmp
     assert res.exit_code == 2 and "scripts/setup_vllm_parsers_env.sh" in res.output
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(not VLLM_PY.exists() and not os.environ.get("TBT_REQUIRE_VLLM"),
-                    reason="vLLM parsers env not built: bash scripts/setup_vllm_parsers_env.sh")
-def test_against_vllm_diverges_only_on_the_allowlist(records_file):
-    """CI builds the env and sets TBT_REQUIRE_VLLM=1, so there this test cannot be skipped."""
+def _completion(*calls: tuple[str, dict]) -> ti.Completion:
+    return ti.Completion(None, "", tuple(ti.ToolCall(n, a) for n, a in calls), "tool_calls")
+
+
+def _ref(*calls: tuple[str, str]) -> dict:
+    return {"id": "r", "reasoning": None, "content": None, "tool_calls": [{"name": n, "arguments": a} for n, a in calls]}
+
+
+@pytest.mark.parametrize("ours,theirs,violations", [
+    ([("f", {"a": 1})], [("f", '{"a": 1}'), ("g", "{}")], 0),  # vLLM runs more: we are stricter, fine
+    ([], [("f", '{"a": 1}')], 0),
+    ([("f", {"a": 1})], [("f", '{"a": 1.0}')], 1),  # 1 is not 1.0
+    ([("f", {"a": True})], [("f", '{"a": 1}')], 1),  # True is not 1
+    ([("f", {"a": float("nan")})], [("f", '{"a": NaN}')], 1),  # NaN is not JSON: never agreement
+    ([("f", {"a": 1})], [("f", '{"a": NaN}')], 1),
+    ([("g", {}), ("f", {"a": 1})], [("f", '{"a": 1}'), ("g", "{}")], 1),  # order matters
+    ([("f", {"a": 1}), ("f", {"a": 1})], [("f", '{"a": 1}')], 1),  # twice is not once
+    ([("f", {"a ": 1})], [("f", '{"a": 1}')], 1),  # a key is compared as written
+])
+def test_subset_property_on_hand_made_answers(ours, theirs, violations):
+    assert len(P.subset_violations(_completion(*ours), _ref(*theirs))) == violations
+
+
+def test_agreement_means_identical_calls_and_reasoning():
+    ref = _ref(("f", '{"a": 1}'))
+    assert P.agrees(_completion(("f", {"a": 1})), ref)
+    assert not P.agrees(_completion(), ref)  # stricter is no violation, but no agreement either
+    assert not P.agrees(_completion(("f", {"a": 1})), {**ref, "reasoning": "x"})
+
+
+def test_generated_outputs_are_reproducible_and_cover_every_mutation():
+    from trainer.core import parity_gen as G
+    a, b = G.generate(400, seed=3), G.generate(400, seed=3)
+    assert a == b and a != G.generate(400, seed=4)
+    kinds = {k for r in a for k in r["id"].split("-", 4)[4].split("+")}
+    assert set(G.KINDS) | {"clean"} <= kinds
+    assert {r["family"] for r in a} == {"hermes", "xml"} and any(r["finish"] == "length" for r in a)
+    P.load_records_from(a)  # every generated record is a valid record
+
+
+def test_generate_option_runs_the_gate_and_can_write_the_records(tmp_path):
+    out = tmp_path / "gen.jsonl"
+    res = runner.invoke(app, ["--generate", "60", "--seed", "1", "--write", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "60 record(s): 0 difference(s)" in res.output and "vLLM not compared" in res.output
+    assert len(P.load_records(out)) == 60
+    assert runner.invoke(app, []).exit_code == 2  # neither a file nor --generate
+    assert runner.invoke(app, [str(out), "--generate", "5"]).exit_code == 2  # both
+
+
+vllm_env = pytest.mark.skipif(not VLLM_PY.exists() and not os.environ.get("TBT_REQUIRE_VLLM"),
+                              reason="vLLM parsers env not built: bash scripts/setup_vllm_parsers_env.sh")
+SAMPLE_SEED, SAMPLE_SIZE = 0, 2000
+
+
+@pytest.fixture(scope="module")
+def vllm_answers():
+    """vLLM's readings of the corpus records and of the fixed-seed generated sample, run once."""
     assert VLLM_PY.exists(), f"{VLLM_PY} missing: run bash scripts/setup_vllm_parsers_env.sh"
-    recs = P.load_records(records_file)
-    refs = P.run_vllm(recs, TOKDIR, VLLM_PY)
-    # only what compare_vllm reads comes back (vLLM's content is not comparable: see compare_vllm)
-    assert all(set(r) == {"id", "reasoning", "tool_calls"} for r in refs.values())
+    from trainer.core import parity_gen as G
+    corpus = [P.Record(**json.loads(x)) for x in records_text().splitlines()]
+    sample = P.load_records_from(G.generate(SAMPLE_SIZE, SAMPLE_SEED))
+    return corpus, sample, P.run_vllm(corpus + sample, TOKDIR, VLLM_PY)
+
+
+@pytest.mark.slow
+@vllm_env
+def test_against_vllm_the_corpus_column_is_what_vllm_does(vllm_answers):
+    """CI builds the env and sets TBT_REQUIRE_VLLM=1, so there this test cannot be skipped."""
+    recs, _, refs = vllm_answers
+    assert all(set(refs[r.id]) == {"id", "reasoning", "content", "tool_calls"} for r in recs)
     report = P.run_parity(recs, TOK, against="vllm", vllm_refs=refs)
     assert report.ok, [f for f in report.failures]
-    allowed = {f.id: set(f.allowed_by) for f in report.findings if f.kind == "vllm-allowed"}
     for case in CORPUS["cases"]:  # the corpus's vllm column is exactly what vLLM 0.27.1 does
-        assert (case["vllm"] == "same") == (case["id"] not in allowed), case["id"]
-        if case["vllm"] != "same":
-            assert set(case["vllm"]) <= allowed[case["id"]]
+        ours = ti.parse(case["text"], family=case["family"], tools=CORPUS["tools"], thinking=case["thinking"],
+                        finish=case["finish"], tool_choice=case["tool_choice"])
+        assert (case["vllm"] == "same") == P.agrees(ours, refs[case["id"]]), case["id"]
     buggy = P.run_parity(recs, TOK, against="vllm", vllm_refs=refs, interpret=_buggy_interpreter())
     assert {"x-single", "x-typing"} <= {f.id for f in buggy.failures if f.kind == "vllm"}
+
+
+@pytest.mark.slow
+@vllm_env
+def test_against_vllm_no_subset_violation_on_the_generated_sample(vllm_answers):
+    _, recs, refs = vllm_answers
+    report = P.run_parity(recs, TOK, against="vllm", vllm_refs=refs)
+    assert [f for f in report.findings if f.kind != "vllm-allowed"] == []
+    assert 0.3 < report.agreed / len(recs) < 1  # hard outputs: vLLM often runs what we reject
+    # a planted lenient parse: NaN and Infinity accepted in hermes JSON
+    lenient = _buggy_interpreter("parse_constant=_no_constant", "parse_constant=float")
+    bad = P.run_parity(recs, TOK, against="vllm", vllm_refs=refs, interpret=lenient)
+    hits = [f for f in bad.failures if f.kind == "vllm"]
+    assert hits and all(any(x in r.text for x in ("NaN", "Infinity")) for r in recs if r.id in {f.id for f in hits})
+    # another: the whole turn no longer stops at one unreadable call
+    lenient = _buggy_interpreter("    if bad is None:\n        return calls", "    if True:\n        return calls")
+    assert any(f.kind == "vllm" for f in P.run_parity(recs, TOK, against="vllm", vllm_refs=refs, interpret=lenient).failures)
 
 
 if __name__ == "__main__":  # regenerate tests/conformance/records.jsonl

@@ -1,7 +1,7 @@
 """The conformance corpus (tests/conformance/corpus.json): categories of vLLM's own parser tests,
-each case with the reading we expect. Where our written policy deliberately differs from vLLM the
-case says so (`vllm`: the allowlist keys, `why`: the reason), and test_parity checks it against
-vLLM's parsers themselves when their environment is built."""
+each case with the reading we expect. Its `vllm` column says whether vLLM 0.27.1 reads the case
+identically (`same`) or executes more than we do (`stricter`, with `why`: we reject and tell the
+agent); test_parity checks that column against vLLM's parsers themselves."""
 
 import json
 from pathlib import Path
@@ -38,9 +38,13 @@ def test_case(case):
 
 
 @pytest.mark.parametrize("case", [c for c in CORPUS["cases"] if c["vllm"] != "same"], ids=lambda c: c["id"])
-def test_deliberate_differences_are_allowlisted_and_explained(case):
-    assert set(case["vllm"]) <= ALLOWLIST.keys()
+def test_where_we_are_stricter_than_vllm_the_case_says_why(case):
+    assert case["vllm"] == "stricter"
     assert case.get("why"), "a deliberate difference from vLLM says why"
+
+
+def test_allowlist_is_at_most_three_names_each_with_a_reason():
+    assert len(ALLOWLIST) <= 3 and all(isinstance(v, str) and v for v in ALLOWLIST.values())
 
 
 def test_corpus_covers_vllm_test_categories():
@@ -75,13 +79,14 @@ def test_missing_required_and_type_errors_name_the_field():
 
 def test_finish_reports_tool_calls_and_length():
     assert ti.parse("hi", family="xml", thinking=False).finish == "stop"
-    c = ti.parse('<function=get_order>\n<parameter=order_id>\n1\n</parameter>\n</function>', family="xml",
-                 tools=TOOLS, thinking=False)
+    c = ti.parse('<tool_call>\n<function=get_order>\n<parameter=order_id>\n1\n</parameter>\n</function>\n</tool_call>',
+                 family="xml", tools=TOOLS, thinking=False)
     assert c.finish == "tool_calls"
 
 
 def test_without_tools_values_stay_strings_and_names_are_not_checked():
-    c = ti.parse('<function=anything>\n<parameter=n>\n5\n</parameter>\n</function>', family="xml", thinking=False)
+    c = ti.parse('<tool_call>\n<function=anything>\n<parameter=n>\n5\n</parameter>\n</function>\n</tool_call>',
+                 family="xml", thinking=False)
     assert c.tool_calls[0].name == "anything" and c.tool_calls[0].arguments == {"n": "5"}
 
 
@@ -106,3 +111,54 @@ def test_response_reasoning_is_the_first_key_that_holds_a_value(split):
     response = {"choices": [{"message": {"role": "assistant", "content": "Done.", **split}, "finish_reason": "stop"}]}
     c = ti.parse_response(response, family="hermes")
     assert (c.reasoning, c.content) == ("Look.", "Done.")
+
+
+def test_one_bad_call_stops_the_turn_and_every_call_says_why():
+    good = '<tool_call>\n{"name": "get_order", "arguments": {"order_id": 1}}\n</tool_call>'
+    for bad in ('<tool_call>\n{"name": "get_order", "arguments": {"order_id": 2}\n</tool_call>',  # a brace short
+                '<tool_call>\n{"name": "get_order", "arguments": {"order_id": 2}}',  # cut off
+                '<tool_call>\n<function=get_order>\n</function>\n</tool_call>'):  # the other family
+        c = ti.parse(f"{good}\n{bad}", family="hermes", tools=TOOLS, thinking=False)
+        assert not c.tool_calls and c.calls[0].problem == "malformed"
+        assert "tool call #2 of this turn could not be read" in c.calls[0].message
+
+
+@pytest.mark.parametrize("family,text", [
+    ("hermes", '<tool_call>\n{"name": "update_order", "arguments": {"order_id": 1, "note": "a </think> b"}}\n</tool_call>'),
+    ("hermes", '<tool_call>\n{"name": "update_order", "arguments": {"order_id": 1, "note": "<parameter=x>"}}\n</tool_call>'),
+    ("xml", '<tool_call>\n<function=update_order>\n<parameter=order_id>\n1\n</parameter>\n<parameter=note>\n'
+            'x < /parameter> y\n</parameter>\n</function>\n</tool_call>'),
+])
+def test_reserved_markup_in_a_value_is_rejected_and_named(family, text):
+    c = ti.parse(text, family=family, tools=TOOLS, thinking=False)
+    assert not c.tool_calls and "reserved markup" in c.calls[0].message
+
+
+@pytest.mark.parametrize("text", [
+    '<tool_call>\n<function= get_order>\n<parameter=order_id>\n1\n</parameter>\n</function>\n</tool_call>',
+    '<tool_call>\n<function=get_order>\n<parameter= order_id >\n1\n</parameter>\n</function>\n</tool_call>',
+    '<tool_call>\n<function=get_order>\nstray\n<parameter=order_id>\n1\n</parameter>\n</function>\n</tool_call>',
+])
+def test_xml_spaces_in_tags_or_stray_text_are_rejected(text):
+    c = ti.parse(text, family="xml", tools=TOOLS, thinking=False)
+    assert not c.tool_calls and c.calls[0].problem == "malformed"
+
+
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_hermes_non_json_numbers_are_rejected(literal):
+    c = ti.parse(f'<tool_call>\n{{"name": "get_order", "arguments": {{"order_id": {literal}}}}}\n</tool_call>',
+                 family="hermes", tools=TOOLS, thinking=False)
+    assert not c.tool_calls and c.calls[0].problem == "malformed"
+
+
+def test_python_none_is_the_string_vllm_passes_and_the_agent_is_told_to_write_null():
+    c = ti.parse('<tool_call>\n<function=update_order>\n<parameter=order_id>\n1\n</parameter>\n'
+                 '<parameter=limit>\nNone\n</parameter>\n</function>\n</tool_call>', family="xml", tools=TOOLS,
+                 thinking=False)
+    assert c.calls[0].arguments["limit"] == "None" and "Write null, not None, for 'limit'" in c.calls[0].message
+
+
+def test_a_call_inside_the_reasoning_stops_the_turn():
+    call = '<tool_call>\n{"name": "get_order", "arguments": {"order_id": 1}}\n</tool_call>'
+    c = ti.parse(f"plan {call}\n</think>\n\n{call}", family="hermes", tools=TOOLS)
+    assert c.calls_in_reasoning == 1 and not c.tool_calls and "inside the reasoning" in c.calls[0].message

@@ -4,7 +4,7 @@ on generated well-formed turns (both families). Seeded and bounded: a few second
 import random
 import string
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 from trainer.core import tb_interpret as ti
 
@@ -66,6 +66,9 @@ turn = st.fixed_dictionaries({
 @settings(max_examples=300, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
 @given(turn, st.sampled_from(ti.FAMILIES))
 def test_render_then_parse_is_the_identity(t, family):
+    # the XML template writes null as Python's None, which vLLM passes on as the string "None": no
+    # reader can give null back, so such turns are no identity (the parser tells the agent instead)
+    assume(family == "hermes" or all(a.get("n", 0) is not None for n, a in t["calls"]))
     msg = {"role": "assistant", "content": t["content"], "reasoning_content": t["reasoning"],
            "tool_calls": [{"type": "function", "function": {"name": n, "arguments": a}} for n, a in t["calls"]]}
     user = [{"role": "user", "content": "q"}]

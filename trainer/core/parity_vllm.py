@@ -5,11 +5,14 @@ This file runs with the Python of the vLLM environment (scripts/setup_vllm_parse
 inside the project: it imports nothing from `trainer`, and nothing in `trainer` imports it.
 stdin: one JSON object per line ``{"id", "family", "tools", "text", "thinking", "tool_choice"}``;
 argv[1]: tokenizer folder. stdout: one line per record
-``{"id", "reasoning", "tool_calls": [{"name", "arguments"}]}`` or ``{"id", "error"}``: what
-`parity.compare_vllm` compares. vLLM's content is not reported: it keeps only the text before the
-first call, so it differs from ours on cases that agree otherwise.
-Parsers are used as vLLM's OpenAI server chains them: reasoning parser ``qwen3``, then the tool
-parser (``hermes`` or ``qwen3_xml``) on the content.
+``{"id", "reasoning", "content", "tool_calls": [{"name", "arguments"}]}`` or ``{"id", "error"}``.
+``arguments`` is the JSON text vLLM would send to the client, verbatim: the comparing side decodes
+it strictly, so a value that is not JSON (``NaN``) never counts as agreement.
+
+The parser is built as vLLM's OpenAI server builds it for ``--reasoning-parser qwen3
+--enable-auto-tool-choice --tool-call-parser hermes|qwen3_xml`` (`ParserManager.get_parser`, one
+instance per request, ``chat_template_kwargs`` passed through) and run through the same
+non-streaming entry point, ``Parser.parse``.
 
 ``parity_vllm.py --check``: import and look up exactly what the run uses, print the vLLM version
 (the smoke test of scripts/setup_vllm_parsers_env.sh).
@@ -19,29 +22,35 @@ import json
 import logging
 import sys
 
+TOOL_PARSER = {"hermes": "hermes", "xml": "qwen3_xml"}
+
 
 def load() -> tuple:
     """Everything the run uses from vLLM and transformers: the request class, the tokenizer
-    loader, the reasoning parser class and the tool parser class per family."""
+    loader and the composed parser class per family."""
     from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
-    from vllm.reasoning import ReasoningParserManager
-    from vllm.tool_parsers import ToolParserManager
+    from vllm.parser import ParserManager
 
     from transformers import AutoTokenizer
 
-    reasoning_cls = ReasoningParserManager.get_reasoning_parser("qwen3")
-    tool_cls = {f: ToolParserManager.get_tool_parser(n) for f, n in (("hermes", "hermes"), ("xml", "qwen3_xml"))}
-    return ChatCompletionRequest, AutoTokenizer, reasoning_cls, tool_cls
+    parsers = {f: ParserManager.get_parser(tool_parser_name=n, reasoning_parser_name="qwen3",
+                                           enable_auto_tools=True)
+               for f, n in TOOL_PARSER.items()}
+    return ChatCompletionRequest, AutoTokenizer, parsers
 
 
 def main() -> None:
     logging.disable(logging.WARNING)
-    ChatCompletionRequest, AutoTokenizer, reasoning_cls, tool_cls = load()
+    ChatCompletionRequest, AutoTokenizer, parsers = load()
     if sys.argv[1:] == ["--check"]:
         import vllm
         print("vLLM parsers importable:", vllm.__version__)
         return
     tokenizer = AutoTokenizer.from_pretrained(sys.argv[1], local_files_only=True)
+    # each parser engine reads the whole vocabulary when built (0.2 s a request here); the
+    # vocabulary never changes, so it is read once: parsers are still built per request
+    vocab = tokenizer.get_vocab()
+    tokenizer.get_vocab = lambda: vocab
     for line in sys.stdin:
         rec = json.loads(line)
         try:
@@ -50,16 +59,11 @@ def main() -> None:
             request = ChatCompletionRequest(
                 model="m", messages=[{"role": "user", "content": "x"}], tools=tools or None,
                 tool_choice=rec.get("tool_choice", "auto") if tools else None, chat_template_kwargs=kwargs)
-            reasoning, content = reasoning_cls(tokenizer, chat_template_kwargs=kwargs).extract_reasoning(
-                rec["text"], request)
-            calls = []
-            if content is not None and rec.get("tool_choice", "auto") != "none":
-                info = tool_cls[rec["family"]](tokenizer, request.tools).extract_tool_calls(content, request)
-                if info.tools_called:
-                    calls = [{"name": c.function.name, "arguments": json.loads(c.function.arguments)}
-                             for c in info.tool_calls]
-            out = {"id": rec["id"], "reasoning": reasoning, "tool_calls": calls}
-        except Exception as e:  # reported per record; the gate counts it as a divergence
+            parser = parsers[rec["family"]](tokenizer, request.tools, chat_template_kwargs=kwargs)
+            reasoning, content, calls = parser.parse(rec["text"], request, enable_auto_tools=True)
+            out = {"id": rec["id"], "reasoning": reasoning, "content": content,
+                   "tool_calls": [{"name": c.name, "arguments": c.arguments} for c in calls or []]}
+        except Exception as e:  # reported per record; the gate counts it as a disagreement
             out = {"id": rec.get("id"), "error": f"{type(e).__name__}: {e}"}
         print(json.dumps(out, ensure_ascii=False), flush=True)
 

@@ -188,24 +188,22 @@ def schema_types(schema: Any) -> set[str]:
 def _finite_float(s: str) -> float:
     f = float(s)
     if not math.isfinite(f):  # 1e999
-        raise ValueError(f"not finite: {s}")
+        raise ValueError(f"number out of range: {s}")
     return f
 
 
 def _no_constant(s: str) -> Any:
-    raise ValueError(f"not finite: {s}")  # NaN, Infinity, -Infinity
+    raise ValueError(f"{s} is not a JSON value")  # NaN, Infinity, -Infinity
 
 
 # json.loads that rejects non-finite numbers anywhere in the value, in the same pass
 _finite_json = json.JSONDecoder(parse_float=_finite_float, parse_constant=_no_constant).decode
-
-
 def _coerce(value: str, types: set[str]) -> Any:
     for t in ("null", "integer", "number", "boolean"):  # the order of the rules; then object/array, string
         if t not in types:
             continue
         if t == "null":
-            if value.lower() == "null" or value == "None":  # "None": Python repr, see policies
+            if value.lower() == "null":
                 return None
         elif t == "integer":
             try:
@@ -273,13 +271,47 @@ def _bad(name: str, problem: CallProblem, why: str) -> ToolCall:
     return ToolCall(name, {}, problem, f"Error: {why}")
 
 
+# ---------------------------------------------------------------- the turn's calls, all or none
+
+# Markup a value may not hold: the parsers under comparison read these tags (spaces allowed, as
+# vLLM's parameter regex allows them) wherever they occur, and vLLM deletes a stray </think>.
+_MARKUP = re.compile(r"<\s*/?\s*(?:tool_call|function|parameter|think)\b|<\|im_(?:start|end)\|>")
+_STRUCTURAL = ("truncated", "malformed", "wrong_format")
+
+
+def _markup_in(v: Any) -> str | None:
+    """The first reserved tag inside a value (keys included), or None."""
+    if isinstance(v, str):
+        m = _MARKUP.search(v)
+        return m.group() if m else None
+    if isinstance(v, dict):
+        return next((t for k, x in v.items() for t in (_markup_in(k), _markup_in(x)) if t), None)
+    if isinstance(v, list):
+        return next((t for x in v if (t := _markup_in(x))), None)
+    return None
+
+
+def _all_or_none(calls: list[ToolCall]) -> list[ToolCall]:
+    """A turn with a cut-off, malformed or wrongly formatted call runs none of its calls (vLLM's
+    hermes parser runs none; its XML parser merges or guesses, which we never execute). The agent
+    is told which call was bad, and that the others did not run either."""
+    bad = next((i for i, c in enumerate(calls) if c.problem in _STRUCTURAL), None)
+    if bad is None:
+        return calls
+    why = f"tool call #{bad + 1} of this turn could not be read, so none of the turn's calls were executed."
+    return [c if c.problem is not None else
+            ToolCall(c.name, c.arguments, "malformed", f"Error: {why} Write each call in full and call again.")
+            for c in calls]
+
+
 # ---------------------------------------------------------------- hermes (JSON) calls
 
-_decoder = json.JSONDecoder()
-_WS = re.compile(r"\s*")
+_CUT = "the tool call was cut off before {}; it was not executed."
 
 
 def _hermes_calls(text: str, toolset: Toolset | None) -> tuple[list[ToolCall], list[str]]:
+    """Each ``<tool_call>`` runs to the first ``</tool_call>`` after it (as vLLM reads it: a
+    ``</tool_call>`` inside a string ends the call there); none: cut off."""
     calls: list[ToolCall] = []
     segments: list[str] = []
     pos = 0
@@ -287,54 +319,47 @@ def _hermes_calls(text: str, toolset: Toolset | None) -> tuple[list[ToolCall], l
         segments.append(text[pos:start])
         body = start + len(CALL_START)
         close = text.find(CALL_END, body)
-        obj_start = _WS.match(text, body).end()
-        try:
-            obj, end = _decoder.raw_decode(text, obj_start)
-        except ValueError:
-            obj, end = None, -1
-        if obj is not None:
-            after = _WS.match(text, end).end()
-            if after == len(text):
-                calls.append(_bad(_name_of(obj), "truncated", "the tool call was cut off before </tool_call>; it was not executed."))
-                return calls, segments
-            if text.startswith(CALL_END, after):
-                calls.append(_hermes_call(obj, toolset))
-                pos = after + len(CALL_END)
-                continue
         if close == -1:
-            calls.append(_bad("", "truncated", "the tool call was cut off before </tool_call>; it was not executed."))
-            return calls, segments
-        nxt = text.find(CALL_START, body, close)
-        stop = nxt if nxt != -1 else close
-        raw = text[body:stop].strip()
-        if raw.startswith(FUNC_START):
-            calls.append(_bad(_xml_name(raw), "wrong_format",
-                              'tool calls must be JSON: <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>.'))
-        else:
-            calls.append(_bad("", "malformed", f"the tool call is not a valid JSON object: {raw[:200]!r}."))
-        pos = nxt if nxt != -1 else close + len(CALL_END)
+            calls.append(_bad(_name_of(_try_json(text[body:])), "truncated", _CUT.format("</tool_call>")))
+            pos = len(text)
+            break
+        calls.append(_hermes_call(text[body:close].strip(" \t\n\r"), toolset))  # JSON whitespace only
+        pos = close + len(CALL_END)
     segments.append(text[pos:])
-    return calls, segments
+    return _all_or_none(calls), segments
 
 
 def _name_of(obj: Any) -> str:
     return obj.get("name") if isinstance(obj, dict) and isinstance(obj.get("name"), str) else ""
 
 
-def _hermes_call(obj: Any, toolset: Toolset | None) -> ToolCall:
+def _hermes_call(raw: str, toolset: Toolset | None) -> ToolCall:
+    if raw.startswith(FUNC_START):
+        return _bad(_xml_name(raw), "wrong_format",
+                    'tool calls must be JSON: <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>.')
+    try:
+        obj = _finite_json(raw)
+    except ValueError as e:
+        return _bad("", "malformed", f"the tool call is not valid JSON ({e}): {raw[:200]!r}.")
     name = _name_of(obj)
     if not name:
-        return _bad("", "malformed", 'a tool call needs a string "name".')
-    args = obj.get("arguments", {})
-    if not isinstance(args, dict):
-        return _bad(name, "malformed", f'"arguments" of tool \'{name}\' must be a JSON object.')
+        return _bad("", "malformed", 'a tool call must be a JSON object with a string "name".')
+    if not isinstance(obj.get("arguments"), dict):
+        return _bad(name, "malformed", f'tool call \'{name}\' needs "arguments": a JSON object.')
+    args = obj["arguments"]
+    if (tag := _markup_in(args)) is not None:
+        return ToolCall(name, args, "invalid_arguments",
+                        f"Error: arguments of tool '{name}' contain the reserved markup {tag!r}; "
+                        "it was not executed.")
     return _check(name, args, toolset)
 
 
 # ---------------------------------------------------------------- xml calls
 
 _XML_START = re.compile(r"<tool_call>|<function=")
-_PARAM = re.compile(r"<parameter=([^>]*)>")
+_WS = re.compile(r"\s*")
+_PARAM_OPEN = re.compile(r"<parameter=([^>\n]*)>")
+_NAME = re.compile(r"[^\s<>=/]+")
 
 
 def _xml_name(raw: str) -> str:
@@ -343,56 +368,33 @@ def _xml_name(raw: str) -> str:
 
 
 def _xml_calls(text: str, toolset: Toolset | None) -> tuple[list[ToolCall], list[str]]:
+    """Only the template's layout runs: ``<tool_call>`` (whitespace) ``<function=NAME>`` parameters
+    ``</function>`` (whitespace) ``</tool_call>``, one function per call. Anything else is
+    rejected and the agent told why."""
     calls: list[ToolCall] = []
     segments: list[str] = []
     pos = 0
-    cut = "the tool call was cut off before it was closed; it was not executed."
     while (m := _XML_START.search(text, pos)) is not None:
         segments.append(text[pos:m.start()])
-        wrapped = m.group() == CALL_START
-        fpos = _WS.match(text, m.end()).end() if wrapped else m.start()
-        if wrapped and not text.startswith(FUNC_START, fpos):
-            close = text.find(CALL_END, fpos)
-            if close == -1:
-                calls.append(_bad("", "truncated", cut))
-                return calls, segments
-            raw = text[fpos:close].strip()
-            why = ("tool calls must use <function=NAME><parameter=P>value</parameter></function> inside "
-                   "<tool_call></tool_call>, not JSON." if raw.startswith("{") else
-                   f"the tool call has no <function=NAME>: {raw[:200]!r}.")
-            calls.append(_bad(_name_of(_try_json(raw)), "wrong_format" if raw.startswith("{") else "malformed", why))
-            pos = close + len(CALL_END)
+        if m.group() == FUNC_START:  # no <tool_call> around it
+            fend = text.find(FUNC_END, m.end())
+            if fend == -1:
+                calls.append(_bad(_xml_name(text[m.start():]), "truncated", _CUT.format("</function>")))
+                pos = len(text)
+                break
+            calls.append(_bad(_xml_name(text[m.start():]), "malformed",
+                              "<function=...> must be inside <tool_call></tool_call>; it was not executed."))
+            pos = fend + len(FUNC_END)
             continue
-        name_end = text.find(">", fpos)
-        fend = text.find(FUNC_END, fpos)
-        if name_end == -1 or fend == -1:
-            # no </function> anywhere after: cut by the length limit unless another call follows
-            nxt = _XML_START.search(text, (name_end if name_end != -1 else fpos) + 1)
-            if nxt is None:
-                calls.append(_bad(_xml_name(text[fpos:]), "truncated", cut))
-                return calls, segments
-            calls.append(_bad(_xml_name(text[fpos:]), "malformed", "a tool call is missing </function>."))
-            pos = nxt.start()
-            continue
-        wclose = text.find(CALL_END, fpos) if wrapped else -1
-        if wrapped and wclose != -1 and wclose < fend:
-            calls.append(_bad(_xml_name(text[fpos:]), "malformed", "a tool call is missing </function>."))
-            pos = wclose + len(CALL_END)
-            continue
-        name = text[fpos + len(FUNC_START):name_end].strip()
-        call = _xml_call(name, text[name_end + 1:fend], toolset) if name_end < fend else \
-            _bad("", "malformed", "<function=NAME> is missing its closing '>'.")
-        pos = fend + len(FUNC_END)
-        if wrapped:
-            after = _WS.match(text, pos).end()
-            if after == len(text):
-                calls.append(_bad(call.name, "truncated", cut))
-                return calls, segments
-            if text.startswith(CALL_END, after):
-                pos = after + len(CALL_END)
-        calls.append(call)
+        close = text.find(CALL_END, m.end())
+        if close == -1:
+            calls.append(_bad(_xml_name(text[m.end():].lstrip()), "truncated", _CUT.format("</tool_call>")))
+            pos = len(text)
+            break
+        calls.append(_xml_call(text[m.end():close].strip(), toolset))
+        pos = close + len(CALL_END)
     segments.append(text[pos:])
-    return calls, segments
+    return _all_or_none(calls), segments
 
 
 def _try_json(raw: str) -> Any:
@@ -402,26 +404,59 @@ def _try_json(raw: str) -> Any:
         return None
 
 
-def _xml_call(name: str, body: str, toolset: Toolset | None) -> ToolCall:
-    if not name:
-        return _bad("", "malformed", "<function=NAME> has an empty name.")
+def _xml_call(raw: str, toolset: Toolset | None) -> ToolCall:
+    """One ``<tool_call>`` body (stripped)."""
+    if not raw.startswith(FUNC_START):
+        if raw.startswith("{"):
+            return _bad(_name_of(_try_json(raw)), "wrong_format",
+                        "tool calls must use <function=NAME><parameter=P>value</parameter></function> inside "
+                        "<tool_call></tool_call>, not JSON.")
+        return _bad("", "malformed", f"the tool call has no <function=NAME>: {raw[:200]!r}.")
+    gt = raw.find(">")
+    name = raw[len(FUNC_START):gt] if gt != -1 else ""
+    if not _NAME.fullmatch(name):
+        return _bad(name.strip(), "malformed", f"<function={name}> is not a function name (no spaces or "
+                    "markup in it); write <function=NAME>.")
+    if not raw.endswith(FUNC_END):
+        return _bad(name, "malformed", f"tool call '{name}' must end with </function> right before </tool_call>.")
+    body = raw[gt + 1:-len(FUNC_END)]
     tool = toolset.get(name) if toolset is not None else None
     types = tool.types if tool is not None else {}
     args: dict[str, Any] = {}
-    pos = 0
-    while (m := _PARAM.search(body, pos)) is not None:
-        pname = m.group(1).strip()
-        end = body.find(PARAM_END, m.end())
-        nxt = _PARAM.search(body, m.end())
-        if end == -1 or (nxt is not None and nxt.start() < end):
+    pos = _WS.match(body).end()
+    while pos < len(body):
+        p = _PARAM_OPEN.match(body, pos)
+        if p is None:
+            return _bad(name, "malformed", f"tool call '{name}' has text outside its parameters: "
+                        f"{body[pos:pos + 80]!r}; write <parameter=P>value</parameter> only.")
+        pname = p.group(1)
+        end = body.find(PARAM_END, p.end())
+        if not _NAME.fullmatch(pname):
+            return _bad(name, "malformed", f"<parameter={pname}> is not a parameter name (no spaces or markup in it).")
+        if end == -1:
             return _bad(name, "malformed", f"parameter '{pname}' of tool '{name}' is missing </parameter>.")
-        value = _trim_newline(body[m.end():end])
+        value = _trim_newline(body[p.end():end])
+        if (tag := _MARKUP.search(value)) is not None:
+            why = ("is missing </parameter>" if tag.group().replace(" ", "").startswith("<parameter")
+                   else f"contains the reserved markup {tag.group()!r}")
+            return _bad(name, "malformed", f"the value of parameter '{pname}' of tool '{name}' {why}.")
+        if pname in args:
+            return ToolCall(name, args, "invalid_arguments", f"Error: parameter '{pname}' of tool '{name}' is given twice.")
         args[pname] = _coerce(value, types[pname]) if pname in types else value
-        pos = end + len(PARAM_END)
-    return _check(name, args, toolset)
+        pos = _WS.match(body, end + len(PARAM_END)).end()
+    call = _check(name, args, toolset)
+    nones = [k for k, v in args.items() if v == "None" and "null" in types.get(k, ())]
+    if call.problem == "invalid_arguments" and nones:  # Python's spelling; vLLM passes the string on
+        return ToolCall(name, args, call.problem, f"{call.message} Write null, not None, for "
+                        f"{', '.join(map(repr, nones))}.")
+    return call
 
 
 # ---------------------------------------------------------------- reasoning and entry points
+
+_IN_REASONING = ("Error: a <tool_call> was written inside the reasoning (before </think>), so none of this "
+                 "turn's calls were executed. Close the reasoning with </think> first, then write the calls.")
+
 
 def split_reasoning(text: str, thinking: bool) -> tuple[str | None, str]:
     """(reasoning, rest) by the rules in the module docstring."""
@@ -448,11 +483,13 @@ def parse(text: str, *, family: Family, tools: Toolset | Iterable[Mapping[str, A
     check_family(family)
     toolset = tools if isinstance(tools, Toolset) or tools is None else Toolset(tools)
     reasoning, rest = split_reasoning(text, thinking)
-    marker = CALL_START if family == "hermes" else FUNC_START
-    in_reasoning = reasoning.count(marker) if reasoning else 0
+    in_reasoning = reasoning.count(CALL_START) if reasoning else 0
     if tool_choice == "none":
         return Completion(reasoning, rest.strip(), (), finish, in_reasoning)
     calls, segments = (_hermes_calls if family == "hermes" else _xml_calls)(rest, toolset)
+    if in_reasoning:  # vLLM ends the reasoning at a <tool_call>: that call and all after it are read as
+        # calls there, so running any of ours could run a different set of calls
+        calls = [c if c.problem else ToolCall(c.name, c.arguments, "malformed", _IN_REASONING) for c in calls]
     content = "\n".join(s.strip() for s in segments if s.strip())
     if finish == "stop" and any(c.executable for c in calls):
         finish = "tool_calls"

@@ -25,18 +25,25 @@ object/array (``json.loads``, finite) -> string (the raw value). When no listed 
 value, a finite ``json.loads`` of it is used, else the raw string. A parameter without a schema
 stays a string. Hermes arguments are JSON already and are not coerced.
 
-Written policies (each tested; the differences from vLLM are listed in docs/interpret.md):
-- a truncated call (no closing tag before the end of the text) is never executed;
-- a call inside the reasoning block is not executed (it is counted in ``calls_in_reasoning``);
-- an unknown tool is not executed: the agent is told it does not exist and which tools do;
-- an unknown parameter, a missing required one or a schema violation is not executed: the agent
-  is told the validation error;
-- Python-repr values are not evaluated; ``True``/``False`` pass as booleans (vLLM's rule) and
-  ``None`` where the schema admits null reads as null (Qwen3.5's template writes null that way);
-  ``{'a': 1}`` stays a string and so fails validation of an object parameter;
-- text between and after calls is content (segments joined by ``\\n``);
-- several calls are kept in order and run sequentially by the caller;
-- a call in the other family's format is not executed (``wrong_format``), and the agent is told.
+Written policies (each tested; docs/interpret.md). The rule behind them: never more lenient than
+vLLM 0.27.1's parsers — each call executed here is executed there, in order, with the same name and
+typed arguments (`parity` checks it); where the two would differ the call is rejected and the agent
+told why:
+- one cut-off, malformed or wrongly formatted call makes none of the turn's calls run;
+- a ``<tool_call>`` inside the reasoning makes none of the turn's calls run;
+- hermes: a call ends at the first ``</tool_call>``; its body is one strict JSON object (no
+  ``NaN``/``Infinity``/``1e999``) with a string ``name`` and an object ``arguments``;
+- xml: only the template's layout runs (no bare ``<function=``, no spaces or markup in names, no
+  text outside parameters, one function per ``<tool_call>``, no parameter twice);
+- reserved markup (``<tool_call>``, ``<function=``, ``<parameter=``, ``<think>`` and their closing
+  or spaced forms) is never an argument value;
+- Python spellings are read as vLLM reads them: ``True``/``False`` are booleans, ``None`` is the
+  string ``"None"`` (the agent is told to write null when that fails validation), ``{'a': 1}``
+  stays a string;
+- an unknown tool, an unknown parameter, a missing required one or a schema violation is not
+  executed: the agent is told the tool list or the validation error;
+- text between and after calls is content (segments joined by ``\n``); several calls are kept in
+  order and run sequentially by the caller.
 """
 
 from __future__ import annotations

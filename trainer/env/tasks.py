@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 import yaml
 
+from trainer.env import yamlio
 from trainer.env.context import install_thinkingbox_shim
 from trainer.env.errors import DatasetError, TaskFormatError
 from trainer.env.tb_shim import import_error_message
@@ -69,17 +70,14 @@ class Scenario:
 
 
 def _read_yaml_mapping(path: Path) -> tuple[dict, dict[str, int]]:
-    text = path.read_text(encoding="utf-8")
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        obj = yaml.safe_load(text)
+        obj, lines = yamlio.load(path.read_text(encoding="utf-8"), yamlio.key_lines)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         raise TaskFormatError(path, f"invalid YAML: {getattr(e, 'problem', None) or e}",
                               line=mark.line + 1 if mark else None) from None
     if not isinstance(obj, dict):
         raise TaskFormatError(path, f"must be a YAML mapping, got {type(obj).__name__}", line=1)
-    lines = {str(k.value): k.start_mark.line + 1 for k, _ in node.value} if node else {}
     return obj, lines
 
 
@@ -486,10 +484,8 @@ def find_test_file(root: Path, filename: str) -> Path | None:
 
 def read_test_list(path: Path) -> tuple[list[tuple[str, str, int]], list[TaskFormatError]]:
     """A test list: YAML list of "file.py:test_fn". Returns (file, test, line) entries + errors."""
-    text = path.read_text(encoding="utf-8")
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        obj = yaml.safe_load(text)
+        obj, lines = yamlio.load(path.read_text(encoding="utf-8"), _item_lines)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         return [], [TaskFormatError(path, f"invalid YAML: {getattr(e, 'problem', None) or e}",
@@ -499,14 +495,17 @@ def read_test_list(path: Path) -> tuple[list[tuple[str, str, int]], list[TaskFor
     if not isinstance(obj, list):
         return [], [TaskFormatError(path, "a test list must be a YAML list of 'file.py:test_name'", line=1)]
     entries, errors = [], []
-    for item, n in zip(obj, node.value):
-        line = n.start_mark.line + 1
+    for item, line in zip(obj, lines):
         if not isinstance(item, str) or item.count(":") != 1 or not all(item.split(":")):
             errors.append(TaskFormatError(path, f"entry {item!r} must read 'file.py:test_name'", line=line))
             continue
         f, t = item.split(":")
         entries.append((f, t, line))
     return entries, errors
+
+
+def _item_lines(node: yaml.Node | None) -> list[int]:
+    return [n.start_mark.line + 1 for n in node.value] if isinstance(node, yaml.SequenceNode) else []
 
 
 def _iter_test_files(root: Path) -> list[Path]:

@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from trainer.env import yamlio
 from trainer.env.errors import TaskFormatError
 
 # The closed set of keys a test may set (TASK_FORMAT.md §3).
@@ -67,19 +68,12 @@ class ParsedFile:
 def _yaml_with_lines(text: str, path: Path, first_line: int) -> tuple[Any, dict[str, int]]:
     """Load YAML; return the object and, for a top-level mapping, each key's line in the file."""
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        obj = yaml.safe_load(text)
+        return yamlio.load(text, lambda node: yamlio.key_lines(node, first_line))
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
         line = first_line + mark.line if mark is not None else first_line
         problem = getattr(e, "problem", None) or str(e)
         raise TaskFormatError(path, f"invalid YAML: {problem}", line=line) from None
-    lines: dict[str, int] = {}
-    if isinstance(node, yaml.MappingNode):
-        for key_node, _ in node.value:
-            if isinstance(key_node, yaml.ScalarNode):
-                lines[str(key_node.value)] = first_line + key_node.start_mark.line
-    return obj, lines
 
 
 def _bang_yaml(
@@ -179,10 +173,8 @@ def parse_python_test_file(path: Path, source: str | None = None) -> ParsedFile:
 
 
 def parse_yaml_test_file(path: Path) -> ParsedFile:
-    text = path.read_text(encoding="utf-8")
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        obj = yaml.safe_load(text)
+        obj, items = yamlio.load(path.read_text(encoding="utf-8"), _case_lines)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         return ParsedFile(path, [], [TaskFormatError(
@@ -191,22 +183,13 @@ def parse_yaml_test_file(path: Path) -> ParsedFile:
     if not isinstance(obj, dict) or not isinstance(obj.get("test_cases"), list):
         return ParsedFile(path, [], [TaskFormatError(
             path, "a YAML test file must be a mapping with a `test_cases` list", line=1, key="test_cases")])
-    # line of each list item and of each key within it
-    items = []
-    for n in node.value:
-        if n[0].value == "test_cases" and isinstance(n[1], yaml.SequenceNode):
-            items = n[1].value
     tests, errors, seen = [], [], {}
     allowed = TEST_KEYS | YAML_TEST_EXTRA_KEYS
     for i, case in enumerate(obj["test_cases"]):
-        item = items[i] if i < len(items) else None
-        line = item.start_mark.line + 1 if item is not None else None
+        line, key_lines = items[i] if i < len(items) else (None, {})
         if not isinstance(case, dict):
             errors.append(TaskFormatError(path, "each test case must be a mapping", line=line))
             continue
-        key_lines = {}
-        if isinstance(item, yaml.MappingNode):
-            key_lines = {str(k.value): k.start_mark.line + 1 for k, _ in item.value}
         bad = _check_keys(case, key_lines, path, line or 1, allowed)
         uid = case.get("uid")
         if not isinstance(uid, str) or not uid:
@@ -231,6 +214,16 @@ def parse_yaml_test_file(path: Path) -> ParsedFile:
             metadata=dict(case.get("metadata") or {}),
         ))
     return ParsedFile(path, tests, errors)
+
+
+def _case_lines(node: yaml.Node | None) -> list[tuple[int, dict[str, int]]]:
+    """The line of each `test_cases` item and of each key within it (the last `test_cases` wins,
+    as in the value)."""
+    items: list[yaml.Node] = []
+    for k, v in node.value if isinstance(node, yaml.MappingNode) else ():
+        if k.value == "test_cases" and isinstance(v, yaml.SequenceNode):
+            items = v.value
+    return [(n.start_mark.line + 1, yamlio.key_lines(n)) for n in items]
 
 
 def parse_test_file(path: Path) -> ParsedFile:

@@ -76,7 +76,9 @@ def reference(text: str) -> tuple:
         return "ok", repr(yaml.safe_load(text)), node_lines(yaml.compose(text, Loader=yaml.SafeLoader))
     except yaml.YAMLError as e:
         return "YAMLError", str(e)
-    except Exception as e:  # e.g. ValueError for 2025-02-30: the same, whichever loader
+    except (ValueError, OverflowError) as e:  # e.g. 2025-02-30: ours names the line instead (below)
+        return "bad scalar", str(e)
+    except Exception as e:
         return type(e).__name__, str(e)
 
 
@@ -85,6 +87,8 @@ def ours(text: str, load=yamlio.load) -> tuple:
         value, lines = load(text, node_lines)
         return "ok", repr(value), lines
     except yaml.YAMLError as e:
+        if isinstance(e.__cause__, (ValueError, OverflowError)):  # the line-naming form of a bare ValueError
+            return "bad scalar", str(e.__cause__)
         return "YAMLError", str(e)
     except Exception as e:
         return type(e).__name__, str(e)
@@ -174,7 +178,6 @@ EDGE = [
     "- !\n- x\n", "a: !\n", "a: ! 12\n", "a: [!, b]\n", "a: >#\n", "a: |-#\n", "a: |\n  #x\n", "a: !x\n",
     # plain errors: the message and line are the pure-Python loader's
     "query: [unclosed\n", "a: b: c\n", "a:\n- b\n c\n", "a: 'unterminated\n", "a: *nope\n", "- a\nb: c\n",
-    "x: 2025-02-30\n",  # a ValueError, from SafeConstructor either way
 ]
 
 
@@ -228,3 +231,23 @@ def test_bench_load_runs_small():
                        capture_output=True, text=True, check=True, cwd=REPO)
     res = json.loads(r.stdout)
     assert res["tasks"] == 10 and res["load_validate_s"] > 0 and res["ratio_baseline_vs_ours"] > 0
+
+
+@pytest.mark.parametrize("text,line", [("a: 1\ndue: 2025-02-30\n", 2), ("x:\n  - {d: 2024-13-01}\n", 2)])
+def test_a_scalar_safe_load_cannot_build_is_a_yaml_error_naming_its_line(text, line):
+    with pytest.raises(ValueError):  # what PyYAML itself raises: no line
+        yaml.safe_load(text)
+    with pytest.raises(yaml.YAMLError, match="is not a valid timestamp") as e:
+        yamlio.load(text)
+    assert e.value.problem_mark.line + 1 == line
+
+
+def test_an_invalid_date_in_a_test_file_is_a_load_error_not_a_traceback(tmp_path):
+    src = Path(__file__).parent / "fixtures" / "datasets" / "basic"
+    import shutil
+    shutil.copytree(src, tmp_path / "ds")
+    f = tmp_path / "ds" / "test_case" / "notes_basic.py"
+    f.write_text(f.read_text() + '\n\ndef test_bad_date(x, judge):\n    """!\n    query: q\n    history:\n      - due: 2025-02-30\n    """\n')
+    ds = load_dataset(tmp_path / "ds")
+    errs = [e for e in ds.errors + ds.compile_all() if "2025-02-30" in str(e)]
+    assert errs and errs[0].line == len(f.read_text().splitlines()) - 1

@@ -17,7 +17,7 @@ import difflib
 import json
 import shutil
 from pathlib import Path
-from typing import Annotated, NoReturn, Optional
+from typing import TYPE_CHECKING, Annotated, NoReturn, Optional
 
 import typer
 from rich.console import Console
@@ -27,9 +27,10 @@ from trainer.core.parity import parity_command
 from trainer.domains import DOMAINS
 from trainer.domains.serve import serve_domain_command
 from trainer.env.errors import DatasetError, TaskFormatError
-from trainer.env.golden import summary_text, validate_golden
-from trainer.env.mcp_host import ServerRegistry
 from trainer.env.tasks import Dataset, load_dataset
+
+if TYPE_CHECKING:  # the sandbox imports the MCP SDK (~1 s): only the commands that run one import it
+    from trainer.env.mcp_host import ServerRegistry
 
 EXAMPLES = {
     "tasks list": "tbt tasks list data/samples",
@@ -176,6 +177,8 @@ def tasks_validate(
 def _registry(dataset: Path, servers: Path | None, python: str | None) -> ServerRegistry:
     """The servers of a run: --servers (default DATASET/servers.yaml if present), then our domains
     by name; exit 2 on a malformed file or an interpreter that does not exist."""
+    from trainer.env.mcp_host import ServerRegistry
+
     if python is not None and shutil.which(python) is None:
         _fail(f"error: --python {python}: no such executable")
     default = dataset / "servers.yaml"
@@ -220,6 +223,8 @@ def validate_golden_command(
     if not as_json:
         for e in ds.errors:
             typer.echo(f"error  {e}", err=True)
+    from trainer.env.golden import summary_text, validate_golden
+
     summary = asyncio.run(validate_golden(list(ds.tasks.values()), registry, perturb=perturb, noop=noop,
                                           strip=strip_sources_, concurrency=concurrency, timeout=timeout,
                                           errors=ds.errors))

@@ -152,14 +152,38 @@ def load_with(loader: type, text: str, marks: Callable[[yaml.Node | None], M] = 
 
 
 def load(text: str, marks: Callable[[yaml.Node | None], M] = no_marks) -> tuple[Any, M]:
-    """`(yaml.safe_load(text), marks(node))`, parsing once; raises `yaml.YAMLError` exactly as
-    `yaml.safe_load` would."""
-    if LOADER is not yaml.SafeLoader and not _scanners_may_differ(text):
-        try:
-            return load_with(LOADER, text, marks)
-        except (yaml.YAMLError, _LibyamlOnly):
-            pass  # the pure-Python loader reports (or accepts) it its own way
-    return load_with(yaml.SafeLoader, text, marks)
+    """`(yaml.safe_load(text), marks(node))`, parsing once; raises `yaml.YAMLError` where
+    `yaml.safe_load` would, with the same message, and also (naming the line) where it raises a
+    bare ValueError for a scalar such as `2025-02-30`."""
+    try:
+        if LOADER is not yaml.SafeLoader and not _scanners_may_differ(text):
+            try:
+                return load_with(LOADER, text, marks)
+            except (yaml.YAMLError, _LibyamlOnly):
+                pass  # the pure-Python loader reports (or accepts) it its own way
+        return load_with(yaml.SafeLoader, text, marks)
+    except (ValueError, OverflowError) as e:  # SafeConstructor's own, on e.g. `due: 2025-02-30`
+        raise _scalar_error(text, e) from e  # the cause kept: what PyYAML raised
+
+
+def _scalar_error(text: str, err: Exception) -> yaml.YAMLError:
+    """A scalar that resolves to a date or a number but is none, as a `yaml.YAMLError` marking
+    that scalar's line (PyYAML raises a bare ValueError without one)."""
+    stack = [yaml.compose(text, Loader=yaml.SafeLoader)]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, yaml.ScalarNode) and node.tag in _SCALARS:
+            try:
+                _SCALARS[node.tag](SafeConstructor(), node)
+            except (ValueError, OverflowError) as e:
+                return yaml.constructor.ConstructorError(
+                    None, None, f"{node.value!r} is not a valid {node.tag.rsplit(':', 1)[-1]} ({e}); quote it "
+                    "to keep it a string", node.start_mark)
+        elif isinstance(node, yaml.MappingNode):
+            stack += [x for pair in reversed(node.value) for x in reversed(pair)]
+        elif isinstance(node, yaml.SequenceNode):
+            stack += reversed(node.value)
+    return yaml.YAMLError(f"cannot read the YAML: {err}")
 
 
 __all__ = ["LOADER", "key_lines", "load", "load_with", "no_marks"]

@@ -1,4 +1,6 @@
-"""The chat judge against a real local OpenAI-compatible HTTP server with scripted answers."""
+"""The judge API (the ThinkingBox framework's methods) against a real local OpenAI-compatible HTTP
+server with scripted answers: each method, failing closed, the key never shown, and the grader
+recording every method's questions (golden replay included) on the tbjudge fixture dataset."""
 
 from __future__ import annotations
 
@@ -8,11 +10,18 @@ import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import pytest
+from pathlib import Path
 
-from trainer.env.context import JudgeUnavailable, TestContext
-from trainer.env.grader import grade
-from trainer.env.judge import ChatJudge, JudgeConfig, parse_yesno
+import pytest
+from typer.testing import CliRunner
+
+from trainer.cli import app
+from trainer.env.chat_types import Text
+from trainer.env.context import Judge, JudgeUnavailable, TestContext
+from trainer.env.golden import ReplayJudge
+from trainer.env.grader import _answer_for_child, grade
+from trainer.env.judge import ChatJudge, JudgeConfig, parse_motivation, parse_yesno
+from trainer.env.tasks import load_dataset
 
 KEY = "sk-test-do-not-leak-1234"
 
@@ -66,6 +75,32 @@ def judge_at(url, **kw):
 ])
 def test_parse_yesno_fails_closed(answer, expected):
     assert parse_yesno(answer) is expected
+
+
+@pytest.mark.parametrize("answer,expected", [
+    ("no", True), ("No.", True), ("**No**", True), ("the answer is no", True),
+    ("", False), (None, False), ("maybe", False), ("yes", False), ("No, yes", False), ("nothing", False),
+])
+def test_a_clear_no_is_needed_for_no(answer, expected):
+    assert parse_yesno(answer, expect=False) is expected
+
+
+@pytest.mark.parametrize("reply,expected", [
+    ('{"motivation": "It names it.", "answer": "Yes"}', {"answer": True, "motivation": "It names it."}),
+    ('```json\n{"answer": "No", "motivation": "It does not."}\n```', {"answer": False, "motivation": "It does not."}),
+    ("{'answer': 'Yes', 'motivation': 'x'}", None),  # single-quoted values are not JSON: No
+    ("{'answer': \"Yes\", 'motivation': \"ok\"}", {"answer": True, "motivation": "ok"}),
+    ('{answer: "yes.", motivation: "ok"}', {"answer": True, "motivation": "ok"}),
+    ('{"motivation": "says, answer: yes", "answer": "no"}', {"answer": False, "motivation": "says, answer: yes"}),
+    ('{"motivation": "no answer key"}', None), ('{"answer": true}', None), ('{"answer": "Yes"', None),
+    ("Yes", None), ("", None), (None, None), ("[]", None),
+])
+def test_parse_motivation_fails_closed(reply, expected):
+    got = parse_motivation(reply)
+    if expected is None:
+        assert got["answer"] is False and got["motivation"].startswith("unreadable judge reply")
+    else:
+        assert got == expected
 
 
 def test_asks_the_endpoint_and_parses(endpoint):
@@ -134,3 +169,199 @@ def test_grader_with_a_down_judge_is_a_system_error(endpoint):
     script.replies = [chat("Yes")]
     v = grade(task, TestContext(response="thanks!"), judge_at(url, retries=0), isolate=True)
     assert v.passed and v.judge_calls == [{"question": "Is the reply polite?", "answer": True}]
+
+
+# ---------------------------------------------------------------------------- every method of the API
+
+def sent(script, i=-1):
+    """The messages of request `i` as (role, content) pairs."""
+    return [(m["role"], m["content"]) for m in script.requests[i]["body"]["messages"]]
+
+
+def test_every_method_asks_the_endpoint(endpoint):
+    url, script = endpoint
+    j = judge_at(url)
+
+    script.replies = [chat("Yes.")]
+    assert j.text_yesno("a <b> c", "Is b bold?") is True
+    (_, system), (_, user) = sent(script)
+    assert "<text>" in system and "a &lt;b&gt; c" in user and user.endswith("Is b bold?")
+
+    script.replies = [chat("yes")]
+    assert j.evaluate_bool("MY SYSTEM <x>", "MY USER <y>") is True  # the test's prompts, sent as they are
+    assert sent(script) == [("system", "MY SYSTEM <x>"), ("user", "MY USER <y>")]
+
+    script.replies = [chat("Yes")]
+    assert j.yesno("Is <2> even?") is True
+    assert sent(script)[1] == ("user", "Is <2> even?")  # a bare question: nothing around it, not encoded
+
+    script.replies = [chat("yes")]
+    assert j.compare_yesno("one <1>", "two", "Same meaning?") is True
+    user = sent(script)[1][1]
+    assert "<first>\none &lt;1&gt;\n</first>" in user and "<second>\ntwo\n</second>" in user
+    assert user.endswith("Same meaning?")
+
+    script.replies = [chat("No."), chat("no")]
+    n = len(script.requests)
+    assert j.no_repeat("fresh", ["old a", "old b"]) is True  # one comparison per earlier text
+    assert len(script.requests) == n + 2 and "<second>\nold b\n</second>" in sent(script)[1][1]
+    assert j.no_repeat("fresh", []) is True and len(script.requests) == n + 2  # nothing to repeat: no question
+    script.replies = [chat("Yes, it does")]
+    assert j.no_repeat("old a", ["old a", "never asked"]) is False and len(script.requests) == n + 3
+
+    script.replies = [chat('{"motivation": "It names the note.", "answer": "Yes"}')]
+    assert j.text_yesno_with_motivation("buy milk", "Named?") == {"answer": True, "motivation": "It names the note."}
+    assert "JSON" in sent(script)[0][1] and "buy milk" in sent(script)[1][1]
+    assert j.drain_decisions() == [{"question": "Named?", "answer": True, "motivation": "It names the note."}]
+    assert j.drain_decisions() == []
+
+    script.replies = [chat(" 7\n"), chat("ok")]
+    out = j._get_text_completion(messages=[Text(role="system", content="S"), Text(role="user", content="U")])
+    assert isinstance(out, Text) and (out.role, out.content) == ("assistant", " 7\n")
+    assert sent(script) == [("system", "S"), ("user", "U")]
+    assert j._get_text_completion([{"role": "user", "content": "plain dict"}]).content == "ok"
+
+
+@pytest.mark.parametrize("reply", [chat(""), chat(None), chat("maybe"), (200, "not json"), (200, {"choices": []})])
+def test_every_method_fails_closed_on_an_unreadable_answer(endpoint, reply):
+    url, script = endpoint
+    j = judge_at(url)
+    script.replies = [reply] * 7
+    assert j.text_yesno("t", "q") is False
+    assert j.evaluate_bool("s", "u") is False
+    assert j.yesno("q") is False
+    assert j.compare_yesno("a", "b", "q") is False
+    assert j.no_repeat("a", ["b"]) is False  # not a clear "no": not a pass either
+    assert j.text_yesno_with_motivation("t", "q")["answer"] is False
+    assert j._get_text_completion([Text("user", "u")]).content in ("", "maybe")
+
+
+CALLS = {
+    "text_yesno": lambda j: j.text_yesno("t", "q"),
+    "evaluate_bool": lambda j: j.evaluate_bool("s", "u"),
+    "yesno": lambda j: j.yesno("q"),
+    "compare_yesno": lambda j: j.compare_yesno("a", "b", "q"),
+    "no_repeat": lambda j: j.no_repeat("a", ["b"]),
+    "text_yesno_with_motivation": lambda j: j.text_yesno_with_motivation("t", "q"),
+    "_get_text_completion": lambda j: j._get_text_completion([Text("user", "u")]),
+}
+
+
+@pytest.mark.parametrize("method", CALLS)
+def test_every_method_is_unavailable_when_the_endpoint_is_down_and_never_shows_the_key(endpoint, caplog, method):
+    url, script = endpoint
+    script.replies = [(503, f"busy, key {KEY}")] * 2
+    with caplog.at_level(logging.DEBUG), pytest.raises(JudgeUnavailable, match="after 2 attempts") as e:
+        CALLS[method](judge_at(url, retries=1))
+    assert KEY not in str(e.value) and KEY not in caplog.text
+    with pytest.raises(JudgeUnavailable, match="no judge is configured"):
+        CALLS[method](Judge())  # the base class has no model: a system error, never a pass
+
+
+def test_an_error_body_echoing_the_key_is_redacted(endpoint):
+    url, script = endpoint
+    script.replies = [(401, {"error": f"invalid key {KEY}"})]
+    with pytest.raises(JudgeUnavailable, match="HTTP 401") as e:
+        judge_at(url).yesno("q")
+    assert KEY not in str(e.value) and "[redacted]" in str(e.value)
+    j = ChatJudge(JudgeConfig(url="http://user:hunter2@127.0.0.1:9/v1?key=hunter2", model="m", retries=0))
+    with pytest.raises(JudgeUnavailable) as e:
+        j.yesno("q")
+    assert "hunter2" not in str(e.value) and "hunter2" not in repr(j)
+
+
+# ---------------------------------------------------------------------------- the grader, on a fixture dataset
+
+TBJUDGE = Path(__file__).parent / "fixtures" / "datasets" / "tbjudge"
+CONFIRMED = "Saved your note \"buy milk\" with the label shopping."
+QUESTIONS = ["Does this reply confirm that a note was saved? Reply: " + CONFIRMED,
+             "Does the first message answer the request in the second?",
+             "Is this reply polite?\n" + CONFIRMED,
+             "no_repeat: does the first text repeat none of 1 others?"]
+
+
+@pytest.fixture(scope="module")
+def tbjudge():
+    return load_dataset(TBJUDGE).tasks
+
+
+def episode(reply: str = CONFIRMED) -> TestContext:
+    seed = [{"id": 1, "text": "call mom"}]
+    fx = {"notes": {"initial_db_state": {"notes": seed},
+                    "result_db_state": {"notes": seed + [{"id": 2, "text": "buy milk"}]}}}
+    return TestContext(response=reply, effects=fx, messages=[
+        {"role": "user", "content": "Add a note \"buy milk\"."}, {"role": "assistant", "content": "Which label?"},
+        {"role": "user", "content": "shopping"}, {"role": "assistant", "content": reply}])
+
+
+@pytest.mark.parametrize("isolate", [False, True], ids=["in-process", "subprocess"])
+def test_a_dataset_file_calling_every_method_grades_against_the_judge(endpoint, tbjudge, isolate):
+    url, script = endpoint
+    j = judge_at(url, retries=0)
+    script.replies = [chat("Yes"), chat("yes."), chat("Yes"), chat("No")]
+    v = grade(tbjudge["tbjudge_calls.py:test_judged_confirmation"], episode(), j, isolate=isolate)
+    assert (v.passed, v.system_error) == (True, None), v
+    assert v.judge_calls == [{"question": q, "answer": a} for q, a in zip(QUESTIONS, [True, True, True, True])]
+    assert sent(script, -4)[1] == ("user", QUESTIONS[0]) and "Which label?" in sent(script)[1][1]
+
+    script.replies = [chat("Yes"), chat("Yes"), chat("Yes"), chat("Yes, it repeats")]
+    v = grade(tbjudge["tbjudge_calls.py:test_judged_confirmation"], episode(), j, isolate=isolate)
+    assert (v.passed, v.system_error, v.explanation) == (False, None, "repeats an earlier reply")
+
+    motivated = chat('{"motivation": "It names buy milk.", "answer": "Yes"}')
+    script.replies = [motivated, chat("4")]
+    v = grade(tbjudge["tbjudge_calls.py:test_scored_reply"], episode(), j, isolate=isolate)
+    assert (v.passed, v.reward, v.system_error) == (True, 1.0, None), v
+    assert v.judge_calls[0] == {"question": "Did the assistant name the note it added?", "answer": True,
+                                "motivation": "It names buy milk."}
+    assert v.judge_calls[1]["answer"] == "4" and "names the note's label" in v.judge_calls[1]["question"]
+    script.replies = [motivated, chat("two")]  # an unreadable score is the file's 0
+    v = grade(tbjudge["tbjudge_calls.py:test_scored_reply"], episode(), j, isolate=isolate)
+    assert (v.passed, v.reward, v.system_error) == (False, 0.0, None)
+    script.replies = [chat("not json")]
+    v = grade(tbjudge["tbjudge_calls.py:test_scored_reply"], episode(), j, isolate=isolate)
+    assert (v.passed, v.system_error) == (False, None) and v.explanation.startswith("judge: unreadable judge reply")
+    assert j.drain_decisions() == []  # the decisions were the grading's, not the shared judge's
+
+    script.replies = [chat("Yes"), (500, "down")]
+    v = grade(tbjudge["tbjudge_calls.py:test_judged_confirmation"], episode(), j, isolate=isolate)
+    assert v.system_error.startswith("JudgeUnavailable")
+    assert v.judge_calls == [{"question": QUESTIONS[0], "answer": True}]  # asked before the judge went down
+
+
+@pytest.mark.parametrize("isolate", [False, True], ids=["in-process", "subprocess"])
+def test_replay_records_every_method_as_not_evaluated(tbjudge, isolate):
+    v = grade(tbjudge["tbjudge_calls.py:test_judged_confirmation"], episode(""), ReplayJudge(), isolate=isolate)
+    assert (v.passed, v.system_error) == (True, None), v
+    assert [c["answer"] for c in v.judge_calls] == [None] * 4
+    assert [c["question"] for c in v.judge_calls] == [QUESTIONS[0].removesuffix(CONFIRMED), QUESTIONS[1],
+                                                      "Is this reply polite?\n", QUESTIONS[3].replace("1", "0")]
+    # a free-form completion has no yes to stand in for it: recorded, then a system error
+    v = grade(tbjudge["tbjudge_calls.py:test_scored_reply"], episode(""), ReplayJudge(), isolate=isolate)
+    assert v.system_error.startswith("JudgeUnavailable: golden replay asks no judge"), v
+    assert [c["answer"] for c in v.judge_calls] == [None, None]
+
+
+def test_validate_golden_counts_every_method_as_not_evaluated(tmp_path):
+    listed = tmp_path / "list.yaml"
+    listed.write_text("- tbjudge_calls.py:test_judged_confirmation\n- tbjudge_calls.py:test_scored_reply\n")
+    r = CliRunner().invoke(app, ["validate-golden", str(TBJUDGE), "--test-list", str(listed), "--json"])
+    s = json.loads(r.stdout.strip().splitlines()[-1])
+    assert (s["tasks"], s["passed"], s["system_errors"], s["judge_not_evaluated"]) == (2, 1, 1, 6), s
+    [failure] = s["failures"]
+    assert failure["uid"] == "tbjudge_calls.py:test_scored_reply" and "free-form" in failure["explanation"]
+
+
+def test_the_pipe_answers_judge_questions_only():
+    class Scripted(Judge):
+        def yesno(self, question):
+            return question == "ok?"
+
+    def ask(method, *args):
+        return json.loads(_answer_for_child(Scripted(), {"method": method, "args": list(args)}))
+
+    assert ask("yesno", "ok?") == {"answer": True}
+    assert ask("__init__")["error"].startswith("ValueError: not a judge question")  # the child is untrusted
+    assert ask("drain_decisions")["error"].startswith("ValueError")
+    assert ask("text_yesno", "t", "q")["error"].startswith("JudgeUnavailable")
+    assert ask("yesno")["error"].startswith("TypeError")

@@ -1,5 +1,8 @@
 """What a ThinkingBox test function receives: `TestContext` and `Judge` (TASK_FORMAT.md §3).
 
+`Judge` (the framework's API: `text_yesno`, `evaluate_bool`, `yesno`, `compare_yesno`, ...) is
+defined in `trainer.env.judge` and named here too.
+
 `TestContext` presents the episode the way the framework's does: `messages` are typed chat
 messages (`Text`, `ParallelToolCall`, `ToolResponse`, from `trainer.env.chat_types`) and
 `tool_calls` are `ToolCallResponse`s whose `tool_response` is a `ToolResponse`, so a test written
@@ -19,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainer.env.chat_types import MessageT, Text, ToolCall, ToolCallResponse, as_messages
+from trainer.env.judge import Judge, JudgeUnavailable  # the judge API lives with its prompts and parser
 
 ToolCallRecord = ToolCallResponse  # our older name: a call and what the tool answered
 
@@ -65,26 +69,6 @@ class TestContext:
         if limit is not None:
             turns = turns[-limit:] if limit > 0 else []
         return "\n".join(turns)
-
-
-class Judge:
-    """Yes/no questions about text, answered by a configured LLM. Concrete judges subclass this.
-
-    The base class has no model: asking it is an infrastructure fault, never a pass.
-    """
-
-    def text_yesno(self, text: str, question: str) -> bool:
-        raise JudgeUnavailable("no judge is configured, but this test asks one")
-
-    def evaluate_bool(self, text: str, question: str) -> bool:
-        return self.text_yesno(text, question)
-
-    def yesno(self, text: str, question: str) -> bool:
-        return self.text_yesno(text, question)
-
-
-class JudgeUnavailable(RuntimeError):
-    """The judge could not answer (not configured, unreachable): a system error, not a verdict."""
 
 
 def install_thinkingbox_shim() -> None:

@@ -7,14 +7,15 @@ infrastructure failed, the agent was not judged, nothing is scored.
 
 By default the test runs in this process (its file was compiled once by the loader:
 `Task.test_function()`). `grade(..., isolate=True)` runs it in a fresh Python subprocess instead,
-for datasets you do not trust; judge questions travel back to this process over the pipe, so the
-same `Judge` answers them and no key reaches the child.
+for datasets you do not trust; judge questions (every asking method of `Judge`) travel back to
+this process over the pipe, so the same `Judge` answers them and no key reaches the child.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -27,7 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainer.env.chat_types import Text, as_messages
 from trainer.env.context import Judge, TestContext, ToolCall, ToolCallRecord
+from trainer.env.judge import ASKING_METHODS, JudgeUnavailable
 from trainer.env.tasks import failure_line
 
 SUBPROCESS_TIMEOUT_S = 120.0
@@ -43,7 +46,10 @@ class Verdict:
     explanation:  the assertion message (or the failure's repr when it has none), the system
                   error's traceback summary, or "" on a pass
     lineno:       line in the test file where the failure was raised (None on a pass)
-    judge_calls:  every judge question asked, `[{"question", "answer"}]` (answer None: not evaluated)
+    judge_calls:  every judge question asked, in order, `[{"question", "answer"}]`: answer True or
+                  False for a yes/no question (plus "motivation" when asked for one), the reply
+                  text for a free-form completion, None when not evaluated (golden replay); the
+                  question of `evaluate_bool` is its user prompt, of a completion its last message
     """
 
     passed: bool
@@ -67,17 +73,62 @@ class Verdict:
 
 
 class _RecordingJudge(Judge):
-    """Wraps the configured judge and keeps each question and answer for the verdict."""
+    """The judge a test holds during one grading: it asks `inner` and keeps each question and
+    answer for the verdict (`calls`) and the motivated decisions for `drain_decisions`.
+
+    Every asking method goes to `inner` (its own override when it has one), whose asking methods
+    keep no state, so one shared judge serves every grading. A judge with `evaluates = False`
+    (golden replay) is asked nothing: each yes/no question is answered yes, so the database part
+    of the check decides, and recorded with answer None. A free-form completion has no yes to
+    stand in for it: in a replay it is recorded and then a system error.
+    """
 
     def __init__(self, inner: Judge):
         self.inner = inner
+        self.evaluates = getattr(inner, "evaluates", True)
         self.calls: list[dict[str, Any]] = []
 
     def text_yesno(self, text: str, question: str) -> bool:
-        answer = self.inner.text_yesno(text, question)
-        evaluated = getattr(self.inner, "evaluates", True)  # a replay judge only counts questions
-        self.calls.append({"question": question, "answer": answer if evaluated else None})
+        return self._ask("text_yesno", question, text, question)
+
+    def evaluate_bool(self, system: str, user: str) -> bool:
+        return self._ask("evaluate_bool", user, system, user)
+
+    def yesno(self, question: str) -> bool:
+        return self._ask("yesno", question, question)
+
+    def compare_yesno(self, first: str, second: str, question: str) -> bool:
+        return self._ask("compare_yesno", question, first, second, question)
+
+    def no_repeat(self, first: str, second_list: list[str]) -> bool:
+        others = list(second_list)
+        return self._ask("no_repeat", f"no_repeat: does the first text repeat none of {len(others)} others?",
+                         first, others)
+
+    def _motivated(self, text: str, question: str) -> dict[str, Any]:
+        return self._ask("_motivated", question, text, question)
+
+    def _get_text_completion(self, messages: list[Any]) -> Text:
+        messages = as_messages(list(messages))
+        asked = messages[-1].content if messages and isinstance(messages[-1], Text) else ""
+        return self._ask("_get_text_completion", asked, messages)
+
+    def _ask(self, method: str, question: str, *args: Any) -> Any:
+        if not self.evaluates:
+            self.calls.append({"question": question, "answer": None})
+            if method == "_get_text_completion":
+                raise JudgeUnavailable("golden replay asks no judge, and a free-form judge completion "
+                                       "(custom scoring) cannot be answered without one")
+            return dict(_NOT_EVALUATED) if method == "_motivated" else True
+        answer = getattr(self.inner, method)(*args)
+        # a motivated decision is kept whole; a completion by its text
+        text = answer.content if isinstance(answer, Text) else answer
+        shown = answer if isinstance(answer, dict) else {"answer": text}
+        self.calls.append({"question": question, **shown})
         return answer
+
+
+_NOT_EVALUATED = {"answer": True, "motivation": "not evaluated: golden replay asks no judge"}
 
 
 def _outcome(fn: Any, ctx: TestContext, judge: Judge, fixtures: dict[str, Any], filename: str) -> Verdict:
@@ -174,12 +225,7 @@ def _grade_in_subprocess(task: Any, ctx: TestContext, judge: Judge, fixtures: di
         for line in proc.stdout:
             msg = json.loads(line)
             if "judge" in msg:
-                text, question = msg["judge"]
-                try:
-                    reply = {"answer": bool(judge.text_yesno(text, question))}
-                except Exception as e:
-                    reply = {"error": f"{type(e).__name__}: {e}"}
-                proc.stdin.write(json.dumps(reply) + "\n")
+                proc.stdin.write(_answer_for_child(judge, msg["judge"]) + "\n")
                 proc.stdin.flush()
             elif "verdict" in msg:
                 return Verdict.from_dict(msg["verdict"])
@@ -197,21 +243,47 @@ def _grade_in_subprocess(task: Any, ctx: TestContext, judge: Judge, fixtures: di
             f and f.close()
 
 
+def _answer_for_child(judge: Judge, ask: Any) -> str:
+    """The parent's judge answering one `{"method", "args"}` from the child, as the JSON line
+    `{"answer"}` or `{"error"}`: asking methods only (the child runs untrusted code)."""
+    try:
+        method, args = ask["method"], list(ask["args"])
+        if method not in ASKING_METHODS:
+            raise ValueError(f"not a judge question: {method!r}")
+        if method == "_get_text_completion":
+            args = [as_messages(args[0])]
+        return json.dumps({"answer": getattr(judge, method)(*args)}, default=_encode)
+    except Exception as e:
+        return json.dumps({"error": f"{type(e).__name__}: {e}"})
+
+
+def _encode(value: Any) -> Any:
+    """Chat messages (dataclasses) as their dicts; `as_messages` reads them back."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    raise TypeError(f"{type(value).__name__} cannot travel over the judge pipe")
+
+
 class _PipeJudge(Judge):
-    """The child's judge: each question goes to the parent, which asks the real one."""
+    """The child's judge: each asking method goes to the parent, whose judge answers it (so its
+    overrides and its key stay there)."""
 
     def __init__(self, out: Any, evaluates: bool = True):
         self.out = out
         self.evaluates = evaluates  # the parent's judge's: a replay judge only counts questions
 
-    def text_yesno(self, text: str, question: str) -> bool:
-        self.out.write(json.dumps({"judge": [text, question]}) + "\n")
+    def _forward(self, method: str, *args: Any) -> Any:
+        self.out.write(json.dumps({"judge": {"method": method, "args": args}}, default=_encode) + "\n")
         self.out.flush()
         reply = json.loads(sys.stdin.readline() or "{}")
         if "answer" not in reply:
-            from trainer.env.context import JudgeUnavailable
             raise JudgeUnavailable(reply.get("error", "no answer from the parent process"))
-        return reply["answer"]
+        return as_messages([reply["answer"]])[0] if method == "_get_text_completion" else reply["answer"]
+
+
+for _method in ASKING_METHODS:
+    setattr(_PipeJudge, _method, functools.partialmethod(_PipeJudge._forward, _method))
+del _method
 
 
 def _child() -> None:

@@ -1,40 +1,167 @@
-"""An LLM judge on any OpenAI-compatible chat endpoint, failing closed.
+"""The judge a test asks (the ThinkingBox framework's `Judge` API), and an LLM behind it.
 
-`ChatJudge.text_yesno(text, question)` asks the model to answer yes or no. Parsing follows the
-reference (strip `.,;:` and newlines, lower-case; yes when the first or last word is "yes"), and
-everything else is No: an empty, malformed or rambling answer is never a pass. Connection errors,
-timeouts, HTTP 429 and 5xx are retried with exponential backoff; when the retries run out the
-judge raises `JudgeUnavailable`, which the grader turns into a system error (never a 0, never a 1).
+`Judge` has the framework's methods and meanings (TASK_FORMAT.md §3):
+
+    text_yesno(text, question) -> bool            a question about a text
+    evaluate_bool(system, user) -> bool           the test's own system and user prompts
+    yesno(question) -> bool                       a bare question
+    compare_yesno(first, second, question) -> bool  a question about two texts
+    no_repeat(first, second_list) -> bool         the first text repeats none of the others
+    text_yesno_with_motivation(text, question) -> {"answer": bool, "motivation": str}
+    drain_decisions() -> list                     the motivated decisions since the last drain
+    _get_text_completion(messages) -> Text        the model's reply to chat messages
+
+Every method is built on `_get_text_completion`, the one place that talks to a model: the base
+class has none (asking it raises `JudgeUnavailable`, a system error), `ChatJudge` posts to an
+OpenAI-compatible endpoint. Quoted texts are tag-encoded (`safe_tag_encode`) so they cannot close
+the prompt's tags; questions are not. The prompts are ours.
+
+Ours is stricter than the framework in one way: it fails closed. `parse_yesno` is the only reader
+of an answer: yes when the first or last word is "yes" (after stripping `.,;:` and the like), and
+an empty, malformed or rambling answer is never a pass. So `no_repeat` needs a clear "no" to each
+comparison (the framework reads an unreadable one as "does not repeat"), and a motivated answer
+that is not a JSON object with a string "answer" is No. An endpoint that cannot be reached after
+the retries raises `JudgeUnavailable`: never a 0, never a 1.
 
 Configuration (`JudgeConfig.from_env`): `TBT_JUDGE_URL` (base URL, e.g. http://host:8000/v1),
 `TBT_JUDGE_MODEL`, and the key in `TBT_JUDGE_API_KEY` (or the variable named by `api_key_env`).
-The key is only ever put in the Authorization header: it is not in `repr`, logs or records.
+The key is only ever put in the Authorization header: it is not in `repr`, logs, errors or records.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
-from trainer.env.context import Judge, JudgeUnavailable
+from trainer.env.chat_types import Message, Text, as_messages
 
 log = logging.getLogger(__name__)
 
-SYSTEM_PROMPT = ("You are a strict grader. Read the text, then answer the question about it with a "
-                 "single word: yes or no.")
+_ONE_WORD = "Answer with a single word: Yes or No."
+YESNO_SYSTEM = f"You are a careful grader. Answer the question you are asked. {_ONE_WORD}"
+TEXT_SYSTEM = ("You are a careful grader. You are shown a text between <text> and </text>, then a "
+               f"question about it. {_ONE_WORD}")
+COMPARE_SYSTEM = ("You are a careful grader. You are shown two texts, one between <first> and </first> and "
+                  f"one between <second> and </second>, then a question about them. {_ONE_WORD}")
+MOTIVATION_SYSTEM = ("You are a careful grader. You are shown a text between <text> and </text>, then a "
+                     "question about it; when the text is a conversation, judge what the assistant said. "
+                     'Reply with one JSON object and nothing else: {"motivation": "why, in one or two '
+                     'sentences", "answer": "Yes" or "No"}')
+REPEATS_QUESTION = "Does the first text repeat what the second text says?"
+
+# The methods that ask the model. They keep no state, so one judge may answer them for many tests
+# at once; the rest (the decision log) belongs to the judge object a test holds.
+ASKING_METHODS = ("text_yesno", "evaluate_bool", "yesno", "compare_yesno", "no_repeat", "_motivated",
+                  "_get_text_completion")
+
+
+class JudgeUnavailable(RuntimeError):
+    """The judge could not answer (not configured, unreachable): a system error, not a verdict."""
+
+
+def safe_tag_encode(text: str) -> str:
+    """`<` and `>` as HTML entities, so quoted text cannot close a prompt's tags."""
+    return text.replace("<", "&lt;").replace(">", "&gt;")
+
+
 _STRIP = ".,;:!\n\r\t \"'*`"
 
 
-def parse_yesno(answer: str | None) -> bool:
-    """True only when the first or last word is "yes" (fail closed: anything else is No)."""
-    words = [w.strip(_STRIP).lower() for w in (answer or "").split()]
-    words = [w for w in words if w]
-    return bool(words) and (words[0] == "yes" or words[-1] == "yes")
+def parse_yesno(answer: str | None, expect: bool = True) -> bool:
+    """Whether `answer` clearly says yes (`expect=True`: its first or last word is "yes") or clearly
+    says no (`expect=False`: its first or last word is "no" and it does not say yes). Anything
+    else is False either way, so an unreadable answer never passes, whichever way a test asks."""
+    words = [w for w in (w.strip(_STRIP).lower() for w in (answer or "").split()) if w]
+    ends = {words[0], words[-1]} if words else set()
+    return "yes" in ends if expect else "no" in ends and "yes" not in ends
+
+
+_KEY = re.compile(r"""(?<=[{,])(\s*)'?(answer|motivation)'?(\s*):""")
+
+
+def parse_motivation(reply: str | None) -> dict[str, Any]:
+    """`{"answer": bool, "motivation": str}` from a reply holding one JSON object (bare or single-
+    quoted `answer`/`motivation` keys are accepted, as are text and code fences around it). No
+    object, or no string "answer", reads as No with the motivation saying so."""
+    text = reply or ""
+    body = text[text.find("{"):text.rfind("}") + 1]
+    obj = None
+    for candidate in (body, _KEY.sub(r'\1"\2"\3:', body)) if body else ():
+        try:
+            obj = json.loads(candidate)
+            break
+        except json.JSONDecodeError:
+            continue
+    if not isinstance(obj, dict) or not isinstance(obj.get("answer"), str):
+        return {"answer": False, "motivation": f"unreadable judge reply: {text[:200]!r}"}
+    return {"answer": parse_yesno(obj["answer"]), "motivation": str(obj.get("motivation") or "")}
+
+
+def _quoted(question: str, **texts: str) -> str:
+    """The user prompt: each text between its tags (tag-encoded), then the question."""
+    return "".join(f"<{tag}>\n{safe_tag_encode(t)}\n</{tag}>\n" for tag, t in texts.items()) + question
+
+
+class Judge:
+    """The framework's judge API (module docstring), built on `_get_text_completion`.
+
+    The base class has no model: asking it is an infrastructure fault, never a pass. A subclass
+    gives it one by overriding `_get_text_completion`; a scripted test judge may instead override
+    the asking methods it answers (`ASKING_METHODS`; `_motivated` for a motivated answer, since
+    the decision log stays with the judge a test holds). `evaluates = False` marks a stand-in
+    that asks nobody (golden replay): the grader then records its questions as not evaluated.
+    """
+
+    evaluates = True
+
+    def _get_text_completion(self, messages: list[Message]) -> Text:
+        raise JudgeUnavailable("no judge is configured, but this test asks one")
+
+    def text_yesno(self, text: str, question: str) -> bool:
+        return parse_yesno(self._reply(TEXT_SYSTEM, _quoted(question, text=text)))
+
+    def evaluate_bool(self, system: str, user: str) -> bool:
+        return parse_yesno(self._reply(system, user))
+
+    def yesno(self, question: str) -> bool:
+        return parse_yesno(self._reply(YESNO_SYSTEM, question))
+
+    def compare_yesno(self, first: str, second: str, question: str) -> bool:
+        return parse_yesno(self._reply(COMPARE_SYSTEM, _quoted(question, first=first, second=second)))
+
+    def no_repeat(self, first: str, second_list: list[str]) -> bool:
+        # each comparison must be a clear no: an unreadable answer is not "does not repeat"
+        return all(parse_yesno(self._reply(COMPARE_SYSTEM, _quoted(REPEATS_QUESTION, first=first, second=s)),
+                               expect=False) for s in second_list)
+
+    def text_yesno_with_motivation(self, text: str, question: str) -> dict[str, Any]:
+        decision = self._motivated(text, question)
+        self._log().append({"question": question, **decision})
+        return decision
+
+    def drain_decisions(self) -> list[dict[str, Any]]:
+        """The `{question, answer, motivation}` of each motivated decision since the last drain."""
+        out = self._log()
+        self.__dict__["_decisions"] = []
+        return out
+
+    def _motivated(self, text: str, question: str) -> dict[str, Any]:
+        return parse_motivation(self._reply(MOTIVATION_SYSTEM, _quoted(question, text=text)))
+
+    def _reply(self, system: str, user: str) -> str:
+        return self._get_text_completion([Text(role="system", content=system),
+                                          Text(role="user", content=user)]).content
+
+    def _log(self) -> list[dict[str, Any]]:
+        # made on first use: subclasses need not call an __init__ of ours
+        return self.__dict__.setdefault("_decisions", [])
 
 
 @dataclass
@@ -47,7 +174,7 @@ class JudgeConfig:
     timeout_s: float = 60.0  # per HTTP attempt
     retries: int = 3  # extra attempts after the first, on connection errors, 429 and 5xx
     backoff_s: float = 1.0  # first wait between attempts; doubles each time
-    max_tokens: int = 16  # a yes/no needs few tokens (reasoning models may need more)
+    max_tokens: int = 512  # room for a motivation's JSON; a yes/no stops long before
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, api_key_env: str = "TBT_JUDGE_API_KEY") -> JudgeConfig | None:
@@ -60,7 +187,8 @@ class JudgeConfig:
 
 
 class ChatJudge(Judge):
-    """`Judge` backed by `POST {url}/chat/completions`. Thread-safe; one HTTP client per judge."""
+    """`Judge` backed by `POST {url}/chat/completions`. Thread-safe and shareable: the methods
+    that ask keep no state; one HTTP client per judge."""
 
     def __init__(self, config: JudgeConfig):
         self.config = config
@@ -68,17 +196,16 @@ class ChatJudge(Judge):
         self._http = httpx.Client(base_url=config.url.rstrip("/"), headers=headers, timeout=config.timeout_s)
 
     def __repr__(self) -> str:
-        return f"ChatJudge(url={self.config.url!r}, model={self.config.model!r})"
+        return f"ChatJudge(url={self._where()!r}, model={self.config.model!r})"
 
     def close(self) -> None:
         self._http.close()
 
-    def ask(self, text: str, question: str) -> str:
-        """The model's raw answer text ("" when the reply carries none). Raises `JudgeUnavailable`."""
+    def _get_text_completion(self, messages: list[Message]) -> Text:
+        """The model's reply to `messages` (`Text`s, or chat dicts); an empty `Text` when the reply
+        carries no text. Retries as the module docstring says, then raises `JudgeUnavailable`."""
         body = {"model": self.config.model, "temperature": 0, "max_tokens": self.config.max_tokens,
-                "messages": [{"role": "system", "content": SYSTEM_PROMPT},
-                             {"role": "user", "content": f"TEXT:\n{text}\n\nQUESTION: {question}\n"
-                                                         "Answer yes or no."}]}
+                "messages": [_wire(m) for m in as_messages(list(messages))]}
         wait, last = self.config.backoff_s, ""
         for attempt in range(self.config.retries + 1):
             if attempt:
@@ -87,7 +214,7 @@ class ChatJudge(Judge):
             try:
                 r = self._http.post("/chat/completions", json=body)
             except httpx.HTTPError as e:
-                last = f"{type(e).__name__}: {e}"
+                last = self._redact(f"{type(e).__name__}: {e}")
                 log.warning("judge attempt %d failed: %s", attempt + 1, last)
                 continue
             if r.status_code == 429 or r.status_code >= 500:
@@ -95,13 +222,24 @@ class ChatJudge(Judge):
                 log.warning("judge attempt %d failed: %s", attempt + 1, last)
                 continue
             if r.status_code >= 400:  # auth, bad model: retrying will not help
-                raise JudgeUnavailable(f"judge answered HTTP {r.status_code}: {r.text[:200]}")
-            return _content(r)
+                raise JudgeUnavailable(self._redact(f"judge answered HTTP {r.status_code}: {r.text[:200]}"))
+            return Text(role="assistant", content=_content(r))
         raise JudgeUnavailable(f"judge unreachable after {self.config.retries + 1} attempts ({last}) "
-                               f"at {self.config.url}")
+                               f"at {self._where()}")
 
-    def text_yesno(self, text: str, question: str) -> bool:
-        return parse_yesno(self.ask(text, question))
+    def _where(self) -> str:
+        """The URL without user info or query: either may hold a credential."""
+        return str(httpx.URL(self.config.url).copy_with(username=None, password=None, query=None))
+
+    def _redact(self, text: str) -> str:
+        key = self.config.api_key
+        return text.replace(key, "[redacted]") if key else text
+
+
+def _wire(m: Message) -> dict[str, str]:
+    if not isinstance(m, Text):
+        raise TypeError(f"the judge completes text messages only, not {type(m).__name__}")
+    return {"role": m.role, "content": m.content}
 
 
 def _content(r: httpx.Response) -> str:
@@ -120,4 +258,5 @@ def judge_from_env() -> Judge:
     return ChatJudge(cfg) if cfg else Judge()
 
 
-__all__ = ["ChatJudge", "JudgeConfig", "SYSTEM_PROMPT", "judge_from_env", "parse_yesno"]
+__all__ = ["ASKING_METHODS", "ChatJudge", "Judge", "JudgeConfig", "JudgeUnavailable", "judge_from_env",
+           "parse_motivation", "parse_yesno", "safe_tag_encode"]

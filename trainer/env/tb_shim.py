@@ -7,7 +7,8 @@ for these module names with modules made of our objects:
     thinkingbox.common               Judge, TestContext, SessionClientFixture (a stand-in)
     thinkingbox.common.chat_types    Message, Text, ToolCall, ParallelToolCall, ToolResponse,
                                      MessageT, ToolCallResponse, TextMessageTag, TestContext
-    thinkingbox.common.judge         Judge, JudgeException, safe_tag_encode
+    thinkingbox.common.judge         Judge, JudgeException, safe_tag_encode (trainer.env.judge's;
+                                     JudgeException is our JudgeUnavailable)
 
 The names are ours, not copies: `thinkingbox.common.chat_types.Text is trainer.env.chat_types.Text`,
 so a test's `isinstance(m, Text)` holds for the messages of our `TestContext`. Every other
@@ -27,7 +28,8 @@ import types
 from typing import Any
 
 from trainer.env import chat_types
-from trainer.env.context import Judge, JudgeUnavailable, TestContext
+from trainer.env.context import TestContext
+from trainer.env.judge import Judge, JudgeUnavailable, safe_tag_encode
 
 
 class SessionClientFixture:
@@ -39,11 +41,6 @@ class SessionClientFixture:
 
 
 JudgeException = JudgeUnavailable  # the framework's name for "the judge could not answer"
-
-
-def safe_tag_encode(text: str) -> str:
-    """`<` and `>` as HTML entities, so quoted text cannot close a prompt's tags."""
-    return text.replace("<", "&lt;").replace(">", "&gt;")
 
 
 _CHAT_NAMES = ("Message", "MessageT", "ParallelToolCall", "Text", "TextMessageTag", "ToolCall",

@@ -332,12 +332,13 @@ class Domain:
     `seed` is `{table: [rows]}` or a function filling a connection. `unstable` names fields
     left out of hash and diff. `now` is the fixed clock of every session (ISO 8601 text).
     A non-empty `policy` (markdown; `#`/`##`/`###` headings make sections) adds the tool
-    `search_policy`, backed by SQLite FTS5 inside the snapshot.
+    `policy_tool` (default `search_policy`), backed by SQLite FTS5 inside the snapshot; domains
+    meant to share a scenario give it distinct names.
     """
 
     def __init__(self, name: str, *, schema: str, seed: SeedRows | Callable[[sqlite3.Connection], None] | None = None,
                  policy: str = "", unstable: Mapping[str, Iterable[str]] | None = None,
-                 now: str = DEFAULT_NOW, instructions: str | None = None):
+                 now: str = DEFAULT_NOW, instructions: str | None = None, policy_tool: str = "search_policy"):
         self.name = name
         self.schema = schema
         self.seed = seed
@@ -356,7 +357,7 @@ class Domain:
                       params={"query": {"type": "string", "minLength": 1, "description": "Words to look for."},
                               "limit": {"type": "integer", "minimum": 1, "maximum": 10, "default": 3,
                                         "description": "How many sections to return."}},
-                      name="search_policy")(_search_policy)
+                      name=policy_tool)(_search_policy)
 
     # -- declaring tools
     def tool(self, description: str, params: Mapping[str, Mapping[str, Any]] | None = None,

@@ -130,7 +130,7 @@ def test_tools_enforce_invariants_not_policy():
         "unit_id": "U-0001", "category": "plumbing", "priority": "routine", "description": "Test order",
         "permission_to_enter": True, "reported_by": "T-0001", "vendor_id": "V-201"}))
     assert "electrical work, not plumbing" in out["error"]
-    hits = json.loads(s.call("search_policy", {"query": "late fee waiver"}))["results"]
+    hits = json.loads(s.call("search_property_policy", {"query": "late fee waiver"}))["results"]
     assert hits and hits[0]["section"] == "Late fee waivers"
 
 

@@ -528,6 +528,7 @@ class Sandbox:
         self._stack = AsyncExitStack()
         try:
             offered: dict[str, dict[str, Any]] = {}
+            also: dict[str, list[str]] = {}  # tool name -> every server offering it
             for server, config in self.world_state.items():
                 conn = ServerConnection(self.registry.get(server), call_timeout=self.call_timeout,
                                         open_timeout=self.open_timeout)
@@ -542,11 +543,18 @@ class Sandbox:
                     args["session_id"] = self.session_id
                 self.init_result[server] = parse_init_reply(server, await conn.call(init.name, args, "init"))
                 for name, t in conn.tools.items():
-                    if not name.startswith(RESERVED_PREFIX) and name not in self._route:
+                    if name.startswith(RESERVED_PREFIX):
+                        continue
+                    also[name] = also.get(name, []) + [server]
+                    if name not in self._route:
                         self._route[name] = server
                         offered[name] = {"description": t.description, "input_schema": t.input_schema}
             self.tools = tool_list(self.agent, self.task.scenario, offered)
             self._visible = {t["name"] for t in self.tools if not t["builtin"]}
+            clash = sorted(n for n in self._visible if len(also[n]) > 1)
+            if clash:  # the agent's call would reach one of them by chance of order
+                raise SandboxError(None, "init", f"tool {clash[0]!r} is offered by servers "
+                                   f"{' and '.join(also[clash[0]])}; a scenario's tools must each have one server")
         except BaseException:
             await self.aclose()
             raise

@@ -26,6 +26,7 @@ DOMAIN = Domain(
     seed=SEED_ROWS,
     policy=(HERE / "policy.md").read_text(encoding="utf-8"),
     now=NOW,
+    policy_tool="search_property_policy",  # distinct from other domains: they may share a scenario
     instructions="Northgate Residential: tenants, leases, rent ledger, deposits, work orders and vendors.",
 )
 

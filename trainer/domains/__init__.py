@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 _MODULES = {
     "toy": "trainer.domains.toy",
     "property": "trainer.domains.property",
+    "telecom": "trainer.domains.telecom",
     "procurement": "trainer.domains.procurement",
 }
 

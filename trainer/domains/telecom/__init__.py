@@ -1,0 +1,43 @@
+"""The telecom billing domain: Brightwave Mobile's accounts, lines, plans, usage, bills and ports.
+
+About 300 customers with 320 billing accounts, 620 lines, add-ons, four months of usage, three
+bills per account, payments, credits and charges, supervisor escalations, payment arrangements
+and port requests (`seed.py`), a written policy with real decision rules (`policy.md`: identity
+verification, the agent's credit limit and escalations, proration from cycle dates, roaming and
+stolen-phone credits from usage dates, payment arrangements, ports, privacy of other account
+holders) and 28 tools (`billing.py`, `lines.py`). Tools enforce data invariants only (one
+pending escalation per account, an escalation must be approved and cover the credit, one live
+line per number); the policy is the agent's to follow, so a task can catch an agent that
+writes what the policy forbids.
+
+Tool names are distinct from every other domain's (the policy search is `search_billing_policy`),
+so this server can share a scenario with another domain's. The clock is fixed at 2025-07-15
+10:00 UTC (`seed.NOW`, a Tuesday).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from trainer.domains.kit import Domain
+from trainer.domains.telecom.seed import NOW, SEED_ROWS
+
+HERE = Path(__file__).parent
+
+DOMAIN = Domain(
+    "telecom",
+    schema=(HERE / "schema.sql").read_text(encoding="utf-8"),
+    seed=SEED_ROWS,
+    policy=(HERE / "policy.md").read_text(encoding="utf-8"),
+    now=NOW,
+    instructions="Brightwave Mobile: billing accounts, lines, plans, add-ons, usage, bills, credits and ports.",
+)
+
+# the kit names its policy search `search_policy`, as every domain's; ours gets a name of its own
+_search = DOMAIN.tools.pop("search_policy")
+DOMAIN.tool("Search Brightwave Mobile's billing support policy. Returns the best-matching sections.",
+            params=_search.input_schema["properties"], name="search_billing_policy")(_search.fn)
+
+from trainer.domains.telecom import billing, lines  # noqa: E402,F401  (declare the tools)
+
+create_server = DOMAIN.create_server

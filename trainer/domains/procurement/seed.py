@@ -145,7 +145,7 @@ def generate() -> Rows:
         name = f"{rng.choice(FIRST)} {rng.choice(LAST)}"
         while any(e["name"] == name for e in rows["employees"]):
             name = f"{rng.choice(FIRST)} {rng.choice(LAST)}"
-        rows["employees"].append({"id": f"E-{101 + k:03d}", "name": name, "email": _email(name),
+        rows["employees"].append({"id": f"E-{101 + k:03d}", "name": name, "email": _email(name).replace("@", f"{101 + k}@"),
                                   "title": rng.choice(("Technician", "Engineer", "Analyst", "Coordinator")),
                                   "role": "staff", "cost_centre_id": rng.choice(ccs),
                                   "status": "active" if rng.random() < 0.92 else "on_leave"})
@@ -180,7 +180,7 @@ def generate() -> Rows:
         requester = rng.choice(staff)
         cc = ccmap[requester["cost_centre_id"]]
         supplier = rng.choice(usable)
-        created = TODAY - timedelta(days=rng.randrange(1, 240))
+        created = TODAY - timedelta(days=rng.randrange(15, 240))  # none in the last 14 days: tasks bring those
         rid = f"PR-{n + 1:04d}"
         lines = rng.sample(prices[supplier["id"]], min(len(prices[supplier["id"]]), rng.randrange(1, 4)))
         total = 0.0
@@ -192,7 +192,7 @@ def generate() -> Rows:
         total = round(total, 2)
         approver = cc["owner_id"] if total <= cc["owner_limit"] else cc["director_id"] if total <= CFO_LIMIT else "E-001"
         age = (TODAY - created).days
-        status = ("pending_approval" if age < 5 else rng.choice(("ordered",) * 8 + ("rejected", "cancelled", "approved")))
+        status = ("pending_approval" if age < 20 else rng.choice(("ordered",) * 8 + ("rejected", "cancelled", "approved")))
         rows["requisitions"].append({"id": rid, "requester_id": requester["id"], "cost_centre_id": cc["id"],
                                      "supplier_id": supplier["id"], "justification": rng.choice(JUSTIFICATIONS),
                                      "total": total, "status": status, "created_on": created.isoformat(),

@@ -61,5 +61,5 @@ def ask_judge(x: Any, judge: Any) -> None:
     checks.ask_judge(fx_of(x), x, judge)
 
 
-__all__ = ["AUDIT", "ask_judge", "field", "fx_of", "never_verified", "new_one", "none_new", "one_adjustment",
+__all__ = ["AUDIT", "ask_judge", "field", "fx_of", "never_verified", "new_one", "new_records", "none_new", "one_adjustment",
            "only", "verified"]

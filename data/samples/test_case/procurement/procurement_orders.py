@@ -117,6 +117,7 @@ def test_cancel_po_nothing_received(x: TestContext, judge: Judge):
 
 # ---------------------------------------------------------------------------- goods receipts
 
+
 def test_receive_full_delivery(x: TestContext, judge: Judge):
     """!
     query: PO-0924 from Apex just came in complete, 24 hydraulic hoses and 10 fitting kits. Please book it in.

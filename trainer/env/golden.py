@@ -215,7 +215,10 @@ async def validate_golden(tasks: list[Task], registry: ServerRegistry, *, pertur
             return await check_task(t, registry, perturb=perturb, noop=noop, strip=strip, timeout=timeout)
 
     results = await asyncio.gather(*(one(t) for t in tasks))
-    return summarize(list(results), perturb=perturb, noop=noop, errors=errors)
+    summary = summarize(list(results), perturb=perturb, noop=noop, errors=errors)
+    if registry.uses_fork():  # how the process servers started: forks, spawns, proofs, fallbacks
+        summary["process_starts"] = registry.process_stats()
+    return summary
 
 
 def summary_text(s: dict[str, Any]) -> str:
@@ -255,6 +258,10 @@ def summary_text(s: dict[str, Any]) -> str:
     if "noop" in s:
         w(f"noop: {s['noop']['passed']}/{s['noop']['tasks']} passed "
           f"({s['noop']['expected_to_pass']} expected: golden changes nothing)\n")
+    for name, st in s.get("process_starts", {}).items():
+        w(f"server {name}: start {st['start']} -> {st['mode']}: {st['forks']} fork(s), {st['spawns']} spawn(s), "
+          f"{st['proofs']} proof(s), {st['proofs_failed']} failed")
+        w(f"; fallback: {st['fallback']}\n" if st["fallback"] else "\n")
     for f in s["failures"]:
         w(f"failure: {f['uid']} [{f['kind']}] {str(f['explanation'])[:200]}\n")
     return "".join(lines)

@@ -40,6 +40,7 @@ interface always use it.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import importlib
 import importlib.util
 import json
@@ -63,6 +64,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, CallToolResult
 
 from trainer.env.errors import TaskFormatError
+from trainer.env.forkserver import START_MODES, ProcessStarts, Template, TemplateError, differing_keys, forked_stdio
 from trainer.env.tasks import Agent, Task, tool_list
 
 log = logging.getLogger(__name__)
@@ -107,6 +109,9 @@ class ServerSpec:
     headers: dict[str, str] = field(default_factory=dict)  # mcp-remote: sent with every request
     mode: str = "legacy"  # external servers: "legacy" (initialize, 2025-11-25; the reference generation) or "auto"
     direct: bool = True  # in-process: call the server's `direct_call` when it has one; False forces mcp.Client
+    start: str = "spawn"  # mcp-process: "spawn" (a fresh process per session) or "fork" (trainer/env/forkserver.py)
+    proof_rate: float = 0.0  # mcp-process, start: fork: share of later sessions proven again (the first always is)
+    preload: list[str] = field(default_factory=list)  # mcp-process, start: fork: more modules for the template
 
 
 def _load_factory(ref: str, base: Path) -> Callable[[], Any]:
@@ -176,8 +181,18 @@ def _spec(name: str, e: dict[str, Any], path: Path, python: str) -> ServerSpec:
             cwd = Path(str(e["cwd"]))
             if not cwd.is_absolute() and (path.parent / cwd).is_dir():
                 cwd = path.parent / cwd
+        start = str(e.get("start", "spawn"))
+        if start not in START_MODES:
+            raise ValueError(f"start {start!r} is not supported ({' or '.join(START_MODES)})")
+        rate = e.get("proof_rate", 0.0)
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate <= 1:
+            raise ValueError(f"proof_rate must be a number in [0, 1], got {rate!r}")
+        preload = e.get("preload") or []
+        if not isinstance(preload, list) or not all(isinstance(m, str) and m for m in preload):
+            raise ValueError(f"preload must be a list of module names, got {preload!r}")
         return ServerSpec(name, "mcp-process", command=[str(c).replace("{python}", python) for c in cmd],
-                          env=_strings(e, "env"), cwd=cwd, mode=e.get("mode", "legacy"))
+                          env=_strings(e, "env"), cwd=cwd, mode=e.get("mode", "legacy"), start=start,
+                          proof_rate=float(rate), preload=preload)
     if kind == "mcp-remote":
         transport = REMOTE_TRANSPORTS.get(str(e.get("transport", "streamable-http")))
         if transport is None:
@@ -212,6 +227,18 @@ class ServerRegistry:
         self.domains = dict(domains or {})
         # False: only the declared servers exist (no fallback to the domains by name)
         self.use_internal_servers = use_internal_servers
+        self.starts = ProcessStarts()  # templates, proofs and statistics of `start: fork` servers
+
+    def process_stats(self) -> dict[str, dict[str, Any]]:
+        """`{server: ServerStats as a dict}` for the process servers that opened sessions."""
+        return {name: dataclasses.asdict(s) for name, s in sorted(self.starts.stats.items())}
+
+    def uses_fork(self) -> bool:
+        return any(s.type == "mcp-process" and s.start != "spawn" for s in self.specs.values())
+
+    def close(self) -> None:
+        """Stop the templates (they also die with this process)."""
+        self.starts.close()
 
     @classmethod
     def from_yaml(cls, path: Path | str, python: str | None = None,
@@ -291,8 +318,13 @@ class ServerConnection:
     """
 
     def __init__(self, spec: ServerSpec, *, call_timeout: float = DEFAULT_CALL_TIMEOUT_S,
-                 open_timeout: float = DEFAULT_OPEN_TIMEOUT_S):
+                 open_timeout: float = DEFAULT_OPEN_TIMEOUT_S, starts: ProcessStarts | None = None,
+                 start: str | None = None):
         self.spec = spec
+        self.starts = starts  # the registry's process starts (None: spawn)
+        self.start = start  # force "spawn" or "fork" (proofs); None: what `starts` says
+        self._template: Template | None = None
+        self.pid: int | None = None  # a forked child's pid
         self.call_timeout = call_timeout
         self.open_timeout = open_timeout
         self.tools: dict[str, Any] = {}  # name -> mcp Tool, reserved ones included
@@ -318,10 +350,13 @@ class ServerConnection:
         if s.type == "in-process":
             return Client(self.server, cache=None, read_timeout_seconds=self._read_timeout)
         if s.type == "mcp-process":
-            params = StdioServerParameters(command=s.command[0], args=s.command[1:], env=s.env or None,
-                                           cwd=str(s.cwd) if s.cwd else None)
             # stderr goes to a file so that a crash can be explained with its last lines
             self._errlog = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
+            if self._template is not None:
+                return Client(forked_stdio(self._template, self._errlog, on_pid=self._set_pid), mode=s.mode,
+                              cache=None, read_timeout_seconds=self._read_timeout)
+            params = StdioServerParameters(command=s.command[0], args=s.command[1:], env=s.env or None,
+                                           cwd=str(s.cwd) if s.cwd else None)
             return Client(stdio_client(params, errlog=self._errlog), mode=s.mode, cache=None,
                           read_timeout_seconds=self._read_timeout)
         transport = REMOTE_TRANSPORTS.get(s.transport)
@@ -343,6 +378,30 @@ class ServerConnection:
         http = httpx2.AsyncClient(headers=s.headers, timeout=self.call_timeout)
         return Client(streamable_http_client(s.endpoint, http_client=http), mode=s.mode, cache=None,
                       read_timeout_seconds=self._read_timeout)
+
+    def _set_pid(self, pid: int) -> None:
+        self.pid = pid
+
+    async def _choose_start(self) -> None:
+        """A `start: fork` server: take (or start) its template; a template that cannot start or
+        refuses the server sends the server back to spawning for the rest of the run."""
+        st, s = self.starts, self.spec
+        start = self.start or (st.mode(s) if st is not None else "spawn")
+        if s.type != "mcp-process" or st is None or start != "fork":
+            if s.type == "mcp-process" and st is not None:
+                st.stat(s).spawns += 1
+            return
+        try:
+            async with st.template_lock(s):
+                self._template = await anyio.to_thread.run_sync(st.template, s, self.open_timeout)
+        except TemplateError as e:
+            if self.start == "fork":
+                raise SandboxError(s.name, "connect", f"fork: {e}") from None
+            st.fall_back(s, f"template: {e}")
+            log.warning("server %s: start: fork refused, spawning: %s", s.name, e)
+            st.stat(s).spawns += 1
+            return
+        st.stat(s).forks += 1
 
     def stderr_tail(self, n: int = 2000) -> str:
         if self._errlog is None:
@@ -398,6 +457,7 @@ class ServerConnection:
             except Exception as e:
                 self._direct = None
                 raise SandboxError(self.spec.name, "connect", self._cause(e)) from e
+        await self._choose_start()
         self._stack = AsyncExitStack()
         try:
             # The handshake is bounded by the client's read timeout: a `fail_after` scope cannot
@@ -530,8 +590,14 @@ class Sandbox:
             offered: dict[str, dict[str, Any]] = {}
             also: dict[str, list[str]] = {}  # tool name -> every server offering it
             for server, config in self.world_state.items():
-                conn = ServerConnection(self.registry.get(server), call_timeout=self.call_timeout,
-                                        open_timeout=self.open_timeout)
+                spec = self.registry.get(server)
+                due = self.registry.starts.proof_due(spec) if spec.type == "mcp-process" else None
+                if due is not None:
+                    await prove_fork(self.registry, spec, config, self._golden(server), self.session_id,
+                                     first=due == "first", call_timeout=self.call_timeout,
+                                     open_timeout=self.open_timeout)
+                conn = ServerConnection(spec, call_timeout=self.call_timeout, open_timeout=self.open_timeout,
+                                        starts=self.registry.starts)
                 await self._stack.enter_async_context(conn)
                 self._stack.push_async_callback(self._teardown, server, conn)
                 self.connections[server] = conn
@@ -562,6 +628,14 @@ class Sandbox:
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.aclose()
+
+    def _golden(self, server: str) -> list[tuple[str, dict[str, Any]]]:
+        """The golden actions of the task on `server` (what a fork proof replays)."""
+        try:
+            paths = self.task.golden_paths()
+        except TaskFormatError:
+            return []
+        return [(tool, params) for s, tool, params in (paths[0] if paths else []) if s == server]
 
     async def aclose(self) -> None:
         stack, self._stack = self._stack, None
@@ -605,6 +679,65 @@ class Sandbox:
                 continue
             out[server] = await conn.effects()
         return out
+
+
+async def _proof_session(spec: ServerSpec, starts: ProcessStarts, start: str, config: Any,
+                         actions: list[tuple[str, dict[str, Any]]], session_id: str, *,
+                         call_timeout: float, open_timeout: float) -> dict[str, Any]:
+    """One session of a proof on a process started as `start`: init, actions, effects (a system
+    error is recorded by its stage, so that both sides failing alike still compare)."""
+    record: dict[str, Any] = {}
+    try:
+        async with ServerConnection(spec, call_timeout=call_timeout, open_timeout=open_timeout,
+                                    starts=starts, start=start) as conn:
+            init = conn.tools.get(RESERVED_PREFIX + "init")
+            args: dict[str, Any] = {"config": config}
+            if init is not None and "session_id" in (init.input_schema or {}).get("properties", {}):
+                args["session_id"] = session_id
+            record["tools"] = sorted(conn.tools)
+            record["init"] = result_text(await conn.call(RESERVED_PREFIX + "init", args, "init"))
+            record["calls"] = [result_text(await conn.call(tool, params)) for tool, params in actions]
+            if RESERVED_PREFIX + "geteffects" in conn.tools:
+                record["effects"] = await conn.effects()
+            if RESERVED_PREFIX + "teardown" in conn.tools:
+                with anyio.move_on_after(TEARDOWN_TIMEOUT_S):
+                    await conn.call(RESERVED_PREFIX + "teardown", {}, "teardown")
+    except SandboxError as e:
+        record["error"] = e.stage
+        record["error_cause"] = e.cause
+    return record
+
+
+async def prove_fork(registry: ServerRegistry, spec: ServerSpec, config: Any,
+                     actions: list[tuple[str, dict[str, Any]]], session_id: str, *, first: bool = False,
+                     call_timeout: float = DEFAULT_CALL_TIMEOUT_S,
+                     open_timeout: float = DEFAULT_OPEN_TIMEOUT_S) -> bool:
+    """Run one task (init with `config`, `actions`, effects) on a forked child and on a freshly
+    spawned process; equal canonical records (hashes included) keep the server forking, a
+    difference sends it back to spawning for the rest of the run, naming the differing keys.
+    Concurrent sessions wait for the first proof rather than forking unproven."""
+    starts = registry.starts
+    async with starts.lock(spec):  # one proof of a server at a time (the first one gates all)
+        stat = starts.stat(spec)
+        if stat.mode != "fork" or (first and stat.proofs):
+            return stat.mode == "fork"  # refused meanwhile, or another session's first proof decided
+        kw = dict(call_timeout=call_timeout, open_timeout=open_timeout)
+        forked = await _proof_session(spec, starts, "fork", config, actions, session_id + "-proof", **kw)
+        stat.proofs += 1
+        if "error" in forked and forked["error_cause"].startswith("fork: "):
+            starts.fall_back(spec, forked["error_cause"])  # the template refused or died at start
+            return False
+        spawned = await _proof_session(spec, starts, "spawn", config, actions, session_id + "-proof", **kw)
+    strip = ("error_cause",)
+    diff = differing_keys({k: v for k, v in forked.items() if k not in strip},
+                          {k: v for k, v in spawned.items() if k not in strip})
+    if diff:
+        stat.proofs_failed += 1
+        starts.fall_back(spec, f"fork proof failed: forked and spawned sessions differ in {', '.join(diff)}",
+                         diff)
+        log.warning("server %s: %s", spec.name, stat.fallback)
+        return False
+    return True
 
 
 def strip_sources(world_state: dict[str, Any]) -> dict[str, Any]:

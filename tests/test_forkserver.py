@@ -1,0 +1,282 @@
+"""`start: fork` (trainer/env/forkserver.py): sessions forked from a pre-imported template, proven
+against spawned processes, with the planted servers of tests/fixtures/servers (a module-level
+counter, a pid cached at import, a thread started at import)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from trainer.env.errors import TaskFormatError
+from trainer.env.golden import summary_text, validate_golden
+from trainer.env.mcp_host import Sandbox, SandboxError, ServerConnection, ServerRegistry, ServerSpec, prove_fork
+from trainer.env.tasks import load_dataset
+
+FIX = Path(__file__).parent / "fixtures"
+SERVERS = FIX / "servers"
+DATASET = FIX / "datasets" / "sandbox"
+sys.path.insert(0, str(SERVERS))
+from notes_core import SEED  # noqa: E402
+
+pytestmark = pytest.mark.anyio
+
+
+# what the mcp 2.x server imports as it runs (its logging, its stdio transport): the template does it once
+PRELOAD = ["rich.logging", "rich.console", "anyio.streams.stapled", "anyio._core._sockets"]
+
+
+def notes(start: str, **kw) -> ServerRegistry:
+    return ServerRegistry({"notes": ServerSpec("notes", "mcp-process", start=start, preload=PRELOAD,
+                                               command=[sys.executable, str(SERVERS / "notes_server.py")], **kw)})
+
+
+def planted(script: str, start: str = "fork", **kw) -> ServerSpec:
+    return ServerSpec("planted", "mcp-process", start=start, command=[sys.executable, str(SERVERS / script)], **kw)
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] not in "ZX"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def ds():
+    return load_dataset(DATASET, strict=True)
+
+
+def test_servers_yaml_start_key(tmp_path):
+    y = tmp_path / "servers.yaml"
+    y.write_text("servers:\n  a: {type: mcp-process, command: ['{python}', 's.py'], start: fork, proof_rate: 0.1,"
+                 " preload: [rich.console]}\n"
+                 "  b: {type: mcp-process, command: ['{python}', 's.py']}\n")
+    reg = ServerRegistry.from_yaml(y)
+    assert (reg.get("a").start, reg.get("a").proof_rate, reg.get("b").start) == ("fork", 0.1, "spawn")
+    assert reg.get("a").preload == ["rich.console"] and reg.get("b").preload == []
+    assert reg.uses_fork() and not ServerRegistry.from_yaml(DATASET / "servers_stdio.yaml").uses_fork()
+    for bad, msg in (("start: clone", "start 'clone' is not supported"), ("proof_rate: 2", "proof_rate must be"),
+                     ("preload: rich", "preload must be a list")):
+        y.write_text(f"servers:\n  a: {{type: mcp-process, command: ['{{python}}', 's.py'], {bad}}}\n")
+        with pytest.raises(TaskFormatError, match=msg):
+            ServerRegistry.from_yaml(y)
+
+
+async def test_validate_golden_fork_same_verdicts_and_faster(ds):
+    """The fixture dataset over stdio notes servers: `start: fork` gives spawn's verdicts, with a
+    proof, and its sessions are >= 10x faster (measured here, in the same run)."""
+    tasks = list(ds.tasks.values())
+    out, secs = {}, {}
+    for start in ("spawn", "fork"):
+        reg = notes(start)
+        t = time.perf_counter()
+        out[start] = await validate_golden(tasks, reg, noop=True, strip=True, concurrency=2)
+        secs[start] = time.perf_counter() - t
+        reg.close()
+    verdicts = {s: [(r["uid"], r["golden"], r["noop"]) for r in out[s]["results"]] for s in out}
+    assert verdicts["fork"] == verdicts["spawn"] and out["fork"]["passed"] == len(tasks)
+    assert "process_starts" not in out["spawn"]
+    st = out["fork"]["process_starts"]["notes"]
+    assert (st["mode"], st["proofs"], st["proofs_failed"], st["fallback"]) == ("fork", 1, 0, None)
+    assert st["forks"] == 2 * len(tasks) + 1 and st["spawns"] == 1  # the proof: one of each
+    assert "server notes: start fork -> fork:" in summary_text(out["fork"])
+
+    task = ds.tasks["notes_tasks.py:test_add_note"]
+    per = {}
+    for start, n in (("spawn", 3), ("fork", 15)):
+        reg = notes(start)
+        async with Sandbox(task, reg):  # warm: the template, the proof
+            pass
+        times = []
+        for _ in range(n):
+            t = time.perf_counter()
+            async with Sandbox(task, reg) as sb:
+                await sb.call_tool("add_note", {"text": "x"})
+                await sb.effects()
+            times.append(time.perf_counter() - t)
+        per[start] = statistics.median(times)
+        reg.close()
+    ratio = per["spawn"] / per["fork"]
+    print(f"\nvalidate-golden: spawn {secs['spawn']:.1f} s, fork {secs['fork']:.1f} s (template and proof "
+          f"included); one session: spawn {per['spawn'] * 1000:.0f} ms, fork {per['fork'] * 1000:.0f} ms, {ratio:.1f}x")
+    assert ratio >= 10, per
+
+
+def test_cli_reports_process_starts():
+    from typer.testing import CliRunner
+
+    from trainer.cli import app
+
+    args = ["validate-golden", str(DATASET), "--servers", str(DATASET / "servers_fork.yaml"), "--noop"]
+    r = CliRunner().invoke(app, [*args, "--json"])
+    s = json.loads(r.stdout.strip().splitlines()[-1])
+    assert r.exit_code == 0 and s["failures"] == [], s["failures"]
+    st = s["process_starts"]["notes"]
+    assert (st["start"], st["mode"], st["proofs"], st["proofs_failed"], st["spawns"]) == ("fork", "fork", 1, 0, 1)
+    text = CliRunner().invoke(app, args).stdout
+    assert "server notes: start fork -> fork: " in text and "1 proof(s), 0 failed" in text
+
+
+async def test_counter_server_passes_the_fork_proof():
+    spec = planted("counter_server.py")
+    reg = ServerRegistry({"planted": spec})
+    assert await prove_fork(reg, spec, {"items": ["a"]}, [("add_item", {"name": "b"})], "s1")
+    async with ServerConnection(spec, starts=reg.starts) as conn:  # forked: a fresh counter
+        await conn.call("__reserved__init", {"config": {}})
+        assert (await conn.effects())["sessions_seen"] == 1 and conn.pid is not None
+    st = reg.process_stats()["planted"]
+    assert (st["mode"], st["proofs"], st["forks"], st["spawns"]) == ("fork", 1, 2, 1)
+    reg.close()
+
+
+async def test_pid_cached_at_import_fails_the_fork_proof():
+    """A dependency caching its pid at import: forked children differ from spawned processes, the
+    proof says where, and the server goes back to spawning (its sessions still work)."""
+    spec = planted("counter_server.py", env={"COUNTER_REPORT_PID": "1"})
+    reg = ServerRegistry({"planted": spec})
+    assert not await prove_fork(reg, spec, {}, [], "s1")
+    st = reg.process_stats()["planted"]
+    assert (st["mode"], st["proofs_failed"], st["differing"]) == ("spawn", 1, ["effects.import_pid_is_own"])
+    assert "effects.import_pid_is_own" in st["fallback"]
+    async with ServerConnection(spec, starts=reg.starts) as conn:
+        await conn.call("__reserved__init", {"config": {}})
+        assert (await conn.effects())["import_pid_is_own"] is True and conn.pid is None  # spawned
+    reg.close()
+
+
+async def test_thread_at_import_is_refused_not_hung():
+    spec = planted("thread_server.py")
+    reg = ServerRegistry({"planted": spec})
+    t = time.perf_counter()
+    async with ServerConnection(spec, starts=reg.starts, open_timeout=20) as conn:
+        await conn.call("__reserved__init", {"config": {}})
+        assert conn.pid is None  # spawned instead
+    assert time.perf_counter() - t < 15
+    st = reg.process_stats()["planted"]
+    assert st["mode"] == "spawn" and "thread is running" in st["fallback"], st
+    assert "telemetry-flusher" in st["fallback"] and "unsafe" in st["fallback"]
+    with pytest.raises(SandboxError, match="fork: .*thread is running"):  # a forced fork says why
+        async with ServerConnection(spec, starts=reg.starts, start="fork"):
+            pass
+    reg.close()
+
+
+async def test_template_restarted_and_crash_is_one_sessions_error(ds):
+    task = ds.tasks["notes_tasks.py:test_add_note"]
+    reg = notes("fork")
+    async with Sandbox(task, reg):
+        pass
+    os.kill(reg.process_stats()["notes"]["template"]["pid"], signal.SIGKILL)
+    time.sleep(0.1)
+    async with Sandbox(task, reg) as sb:  # a dead template is restarted
+        assert json.loads(await sb.call_tool("add_note", {"text": "x"}))["id"] == 3
+        assert sb.connections["notes"].pid is not None
+    assert reg.process_stats()["notes"]["template_starts"] == 2
+    ws = task.world_state()
+    ws["notes"]["fault"] = {"crash_on": "add_note"}
+    with pytest.raises(SandboxError, match="crashing in add_note"):  # the child's stderr tail
+        async with Sandbox(task, reg, world_state=ws) as sb:
+            pid = sb.connections["notes"].pid
+            await sb.call_tool("add_note", {"text": "x"})
+    assert not alive(pid)
+    async with Sandbox(task, reg) as sb:  # the next session is unaffected
+        assert sb.init_result["notes"]["note_count"] == 2
+    assert reg.process_stats()["notes"]["mode"] == "fork"
+    reg.close()
+
+
+HOST = textwrap.dedent("""
+    import asyncio, json, sys, time
+    from trainer.env.mcp_host import ServerConnection, ServerRegistry, ServerSpec
+    spec = ServerSpec("notes", "mcp-process", start="fork", command=[sys.executable, sys.argv[1]])
+    reg = ServerRegistry({"notes": spec})
+    async def main():
+        async with ServerConnection(spec, starts=reg.starts) as conn:
+            print(json.dumps([conn.pid, reg.process_stats()["notes"]["template"]["pid"]]), flush=True)
+            time.sleep(3600)
+    asyncio.run(main())
+""")
+
+
+def test_children_and_template_die_with_the_host():
+    host = subprocess.Popen([sys.executable, "-c", HOST, str(SERVERS / "notes_server.py")],
+                            stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parents[1])
+    try:
+        child, template = json.loads(host.stdout.readline())
+        assert alive(child) and alive(template)
+    finally:
+        host.kill()
+        host.wait()
+    deadline = time.time() + 5
+    while (alive(child) or alive(template)) and time.time() < deadline:
+        time.sleep(0.05)
+    assert not alive(child) and not alive(template)
+
+
+def expected_initial(config: dict) -> dict:
+    state = {"notes": [dict(n) for n in SEED["notes"]]}
+    for row in (config.get("data_patch") or {}).get("notes") or []:
+        state["notes"] = [n for n in state["notes"] if n["id"] != row["id"]] + [dict(row)]
+    state["notes"].sort(key=lambda n: n["id"])
+    return state
+
+
+async def test_many_forked_sessions_start_exact_and_leave_nothing(ds):
+    """Leak test: many sessions (TBT_FORK_SESSIONS, default 300), each from its task's exact
+    initial state, random writes checked against a model; no child outlives its session."""
+    import anyio
+
+    n = int(os.environ.get("TBT_FORK_SESSIONS", "300"))
+    tasks = list(ds.tasks.values())
+    reg = notes("fork")
+    rng = random.Random(12)
+    pids: list[int] = []
+
+    async def session(i: int) -> None:
+        task = tasks[i % len(tasks)]
+        ws = task.world_state()
+        model = expected_initial(ws["notes"])
+        async with Sandbox(task, reg, world_state=ws) as sb:
+            pids.append(sb.connections["notes"].pid)
+            fx = await sb.effects()
+            assert fx["notes"]["initial_db_state"] == model == fx["notes"]["result_db_state"], i
+            for _ in range(rng.randint(1, 4)):
+                if rng.random() < 0.6 or not model["notes"]:
+                    text = f"n{rng.randint(0, 999)}"
+                    new_id = json.loads(await sb.call_tool("add_note", {"text": text}))["id"]
+                    model["notes"].append({"id": new_id, "text": text, "label": ""})
+                else:
+                    victim = rng.choice(model["notes"])["id"]
+                    await sb.call_tool("delete_note", {"note_id": victim})
+                    model["notes"] = [x for x in model["notes"] if x["id"] != victim]
+            assert (await sb.effects())["notes"]["result_db_state"] == model, i
+
+    t = time.perf_counter()
+    gate = anyio.Semaphore(4)
+
+    async def one(i: int) -> None:
+        async with gate:
+            await session(i)
+
+    async with anyio.create_task_group() as tg:
+        for i in range(n):
+            tg.start_soon(one, i)
+    secs = time.perf_counter() - t
+    st = reg.process_stats()["notes"]
+    template = st["template"]["pid"]
+    print(f"\n{n} forked sessions in {secs:.1f} s ({secs / n * 1000:.0f} ms each, 4 at a time)")
+    assert st["forks"] == n + 1 and st["mode"] == "fork" and len(set(pids)) == n
+    assert not [p for p in pids if alive(p)]
+    assert not Path(f"/proc/{template}/task/{template}/children").read_text().split()
+    reg.close()
+    assert not alive(template)

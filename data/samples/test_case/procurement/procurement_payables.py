@@ -31,7 +31,7 @@ def test_pay_matching_invoice(x: TestContext, judge: Judge):
     init:
       procurement:
         data_patch:
-          requisitions: [{id: PR-0930, requester_id: E-010, cost_centre_id: CC-110, supplier_id: S-102, justification: Supplies, total: 720, status: ordered, created_on: "2025-08-25", approver_id: E-010, decided_on: "2025-08-26"}]
+          requisitions: [{id: PR-0930, requester_id: E-010, cost_centre_id: CC-110, supplier_id: S-102, justification: Supplies, total: 720, status: ordered, created_on: "2025-08-25", approver_id: E-002, decided_on: "2025-08-26"}]
           purchase_orders: [{id: PO-0930, requisition_id: PR-0930, supplier_id: S-102, warehouse_id: WH-01, total: 720, status: received, issued_on: "2025-08-27"}]
           po_lines:
           - {id: POL-09301, po_id: PO-0930, item_id: I-1001, quantity: 40, unit_price: 18.0, received_qty: 40, returned_qty: 0}
@@ -63,7 +63,7 @@ def test_pay_with_early_discount(x: TestContext, judge: Judge):
     init:
       procurement:
         data_patch:
-          requisitions: [{id: PR-0931, requester_id: E-010, cost_centre_id: CC-110, supplier_id: S-101, justification: Supplies, total: 4120, status: ordered, created_on: "2025-08-25", approver_id: E-010, decided_on: "2025-08-26"}]
+          requisitions: [{id: PR-0931, requester_id: E-010, cost_centre_id: CC-110, supplier_id: S-101, justification: Supplies, total: 4120, status: ordered, created_on: "2025-08-25", approver_id: E-002, decided_on: "2025-08-26"}]
           purchase_orders: [{id: PO-0931, requisition_id: PR-0931, supplier_id: S-101, warehouse_id: WH-01, total: 4120, status: received, issued_on: "2025-08-27"}]
           po_lines:
           - {id: POL-09311, po_id: PO-0931, item_id: I-1004, quantity: 50, unit_price: 41.0, received_qty: 50, returned_qty: 0}
@@ -98,7 +98,7 @@ def test_discount_window_passed(x: TestContext, judge: Judge):
     init:
       procurement:
         data_patch:
-          requisitions: [{id: PR-0932, requester_id: E-016, cost_centre_id: CC-320, supplier_id: S-104, justification: Supplies, total: 1500, status: ordered, created_on: "2025-08-25", approver_id: E-016, decided_on: "2025-08-26"}]
+          requisitions: [{id: PR-0932, requester_id: E-016, cost_centre_id: CC-320, supplier_id: S-104, justification: Supplies, total: 1500, status: ordered, created_on: "2025-08-25", approver_id: E-004, decided_on: "2025-08-26"}]
           purchase_orders: [{id: PO-0932, requisition_id: PR-0932, supplier_id: S-104, warehouse_id: WH-04, total: 1500, status: received, issued_on: "2025-08-27"}]
           po_lines:
           - {id: POL-09321, po_id: PO-0932, item_id: I-1013, quantity: 12, unit_price: 125.0, received_qty: 12, returned_qty: 0}
@@ -130,7 +130,7 @@ def test_discount_on_last_day(x: TestContext, judge: Judge):
     init:
       procurement:
         data_patch:
-          requisitions: [{id: PR-0933, requester_id: E-012, cost_centre_id: CC-130, supplier_id: S-114, justification: Supplies, total: 980, status: ordered, created_on: "2025-08-25", approver_id: E-012, decided_on: "2025-08-26"}]
+          requisitions: [{id: PR-0933, requester_id: E-012, cost_centre_id: CC-130, supplier_id: S-114, justification: Supplies, total: 980, status: ordered, created_on: "2025-08-25", approver_id: E-002, decided_on: "2025-08-26"}]
           purchase_orders: [{id: PO-0933, requisition_id: PR-0933, supplier_id: S-114, warehouse_id: WH-02, total: 980, status: received, issued_on: "2025-08-27"}]
           po_lines:
           - {id: POL-09331, po_id: PO-0933, item_id: I-1063, quantity: 20, unit_price: 49.0, received_qty: 20, returned_qty: 0}
@@ -162,7 +162,7 @@ def test_invoice_quantity_above_receipt_trap(x: TestContext, judge: Judge):
     init:
       procurement:
         data_patch:
-          requisitions: [{id: PR-0934, requester_id: E-016, cost_centre_id: CC-320, supplier_id: S-105, justification: Supplies, total: 1400, status: ordered, created_on: "2025-08-25", approver_id: E-016, decided_on: "2025-08-26"}]
+          requisitions: [{id: PR-0934, requester_id: E-016, cost_centre_id: CC-320, supplier_id: S-105, justification: Supplies, total: 1400, status: ordered, created_on: "2025-08-25", approver_id: E-004, decided_on: "2025-08-26"}]
           purchase_orders: [{id: PO-0934, requisition_id: PR-0934, supplier_id: S-105, warehouse_id: WH-04, total: 1400, status: partially_received, issued_on: "2025-08-27"}]
           po_lines:
           - {id: POL-09341, po_id: PO-0934, item_id: I-1011, quantity: 100, unit_price: 14.0, received_qty: 80, returned_qty: 0}
@@ -193,7 +193,7 @@ def test_invoice_price_above_po_trap(x: TestContext, judge: Judge):
     init:
       procurement:
         data_patch:
-          requisitions: [{id: PR-0935, requester_id: E-011, cost_centre_id: CC-120, supplier_id: S-116, justification: Supplies, total: 360, status: ordered, created_on: "2025-08-25", approver_id: E-011, decided_on: "2025-08-26"}]
+          requisitions: [{id: PR-0935, requester_id: E-011, cost_centre_id: CC-120, supplier_id: S-116, justification: Supplies, total: 360, status: ordered, created_on: "2025-08-25", approver_id: E-002, decided_on: "2025-08-26"}]
           purchase_orders: [{id: PO-0935, requisition_id: PR-0935, supplier_id: S-116, warehouse_id: WH-01, total: 360, status: received, issued_on: "2025-08-27"}]
           po_lines:
           - {id: POL-09351, po_id: PO-0935, item_id: I-1008, quantity: 30, unit_price: 12.0, received_qty: 30, returned_qty: 0}
@@ -224,7 +224,7 @@ def test_invoice_amount_not_sum_of_lines_trap(x: TestContext, judge: Judge):
     init:
       procurement:
         data_patch:
-          requisitions: [{id: PR-0936, requester_id: E-013, cost_centre_id: CC-210, supplier_id: S-109, justification: Supplies, total: 2450, status: ordered, created_on: "2025-08-25", approver_id: E-013, decided_on: "2025-08-26"}]
+          requisitions: [{id: PR-0936, requester_id: E-013, cost_centre_id: CC-210, supplier_id: S-109, justification: Supplies, total: 2450, status: ordered, created_on: "2025-08-25", approver_id: E-003, decided_on: "2025-08-26"}]
           purchase_orders: [{id: PO-0936, requisition_id: PR-0936, supplier_id: S-109, warehouse_id: WH-03, total: 2450, status: received, issued_on: "2025-08-27"}]
           po_lines:
           - {id: POL-09361, po_id: PO-0936, item_id: I-1032, quantity: 50, unit_price: 49.0, received_qty: 50, returned_qty: 0}
@@ -255,7 +255,7 @@ def test_invoice_after_a_return(x: TestContext, judge: Judge):
     init:
       procurement:
         data_patch:
-          requisitions: [{id: PR-0937, requester_id: E-011, cost_centre_id: CC-120, supplier_id: S-102, justification: Supplies, total: 300, status: ordered, created_on: "2025-08-25", approver_id: E-011, decided_on: "2025-08-26"}]
+          requisitions: [{id: PR-0937, requester_id: E-011, cost_centre_id: CC-120, supplier_id: S-102, justification: Supplies, total: 300, status: ordered, created_on: "2025-08-25", approver_id: E-002, decided_on: "2025-08-26"}]
           purchase_orders: [{id: PO-0937, requisition_id: PR-0937, supplier_id: S-102, warehouse_id: WH-01, total: 300, status: received, issued_on: "2025-08-27"}]
           po_lines:
           - {id: POL-09371, po_id: PO-0937, item_id: I-1002, quantity: 50, unit_price: 6.0, received_qty: 50, returned_qty: 5}
@@ -289,7 +289,7 @@ def test_duplicate_invoice_trap(x: TestContext, judge: Judge):
     init:
       procurement:
         data_patch:
-          requisitions: [{id: PR-0938, requester_id: E-017, cost_centre_id: CC-330, supplier_id: S-112, justification: Supplies, total: 432, status: ordered, created_on: "2025-08-25", approver_id: E-017, decided_on: "2025-08-26"}]
+          requisitions: [{id: PR-0938, requester_id: E-017, cost_centre_id: CC-330, supplier_id: S-112, justification: Supplies, total: 432, status: ordered, created_on: "2025-08-25", approver_id: E-004, decided_on: "2025-08-26"}]
           purchase_orders: [{id: PO-0938, requisition_id: PR-0938, supplier_id: S-112, warehouse_id: WH-02, total: 432, status: received, issued_on: "2025-08-27"}]
           po_lines:
           - {id: POL-09381, po_id: PO-0938, item_id: I-1052, quantity: 6, unit_price: 72.0, received_qty: 6, returned_qty: 0}
@@ -324,7 +324,7 @@ def test_blocked_supplier_invoice_trap(x: TestContext, judge: Judge):
     init:
       procurement:
         data_patch:
-          requisitions: [{id: PR-0940, requester_id: E-010, cost_centre_id: CC-110, supplier_id: S-107, justification: Supplies, total: 340, status: ordered, created_on: "2025-08-25", approver_id: E-010, decided_on: "2025-08-26"}]
+          requisitions: [{id: PR-0940, requester_id: E-010, cost_centre_id: CC-110, supplier_id: S-107, justification: Supplies, total: 340, status: ordered, created_on: "2025-08-25", approver_id: E-002, decided_on: "2025-08-26"}]
           purchase_orders: [{id: PO-0940, requisition_id: PR-0940, supplier_id: S-107, warehouse_id: WH-01, total: 340, status: received, issued_on: "2025-08-27"}]
           po_lines:
           - {id: POL-09401, po_id: PO-0940, item_id: I-1025, quantity: 20, unit_price: 17.0, received_qty: 20, returned_qty: 0}
@@ -357,7 +357,7 @@ def test_open_invoices_on_po(x: TestContext, judge: Judge):
     init:
       procurement:
         data_patch:
-          requisitions: [{id: PR-0941, requester_id: E-015, cost_centre_id: CC-310, supplier_id: S-110, justification: Supplies, total: 3450, status: ordered, created_on: "2025-08-25", approver_id: E-015, decided_on: "2025-08-26"}]
+          requisitions: [{id: PR-0941, requester_id: E-015, cost_centre_id: CC-310, supplier_id: S-110, justification: Supplies, total: 3450, status: ordered, created_on: "2025-08-25", approver_id: E-004, decided_on: "2025-08-26"}]
           purchase_orders: [{id: PO-0941, requisition_id: PR-0941, supplier_id: S-110, warehouse_id: WH-01, total: 3450, status: partially_received, issued_on: "2025-08-27"}]
           po_lines:
           - {id: POL-09411, po_id: PO-0941, item_id: I-1042, quantity: 10, unit_price: 185.0, received_qty: 10, returned_qty: 0}
@@ -403,7 +403,7 @@ def test_second_partial_invoice(x: TestContext, judge: Judge):
     init:
       procurement:
         data_patch:
-          requisitions: [{id: PR-0943, requester_id: E-012, cost_centre_id: CC-130, supplier_id: S-114, justification: Supplies, total: 1500, status: ordered, created_on: "2025-08-25", approver_id: E-012, decided_on: "2025-08-26"}]
+          requisitions: [{id: PR-0943, requester_id: E-012, cost_centre_id: CC-130, supplier_id: S-114, justification: Supplies, total: 1500, status: ordered, created_on: "2025-08-25", approver_id: E-002, decided_on: "2025-08-26"}]
           purchase_orders: [{id: PO-0943, requisition_id: PR-0943, supplier_id: S-114, warehouse_id: WH-02, total: 1500, status: received, issued_on: "2025-08-27"}]
           po_lines:
           - {id: POL-09431, po_id: PO-0943, item_id: I-1064, quantity: 100, unit_price: 15.0, received_qty: 100, returned_qty: 0}
@@ -440,7 +440,7 @@ def test_supplier_asks_invoice_status(x: TestContext, judge: Judge):
     init:
       procurement:
         data_patch:
-          requisitions: [{id: PR-0945, requester_id: E-016, cost_centre_id: CC-320, supplier_id: S-105, justification: Supplies, total: 1400, status: ordered, created_on: "2025-08-25", approver_id: E-016, decided_on: "2025-08-26"}]
+          requisitions: [{id: PR-0945, requester_id: E-016, cost_centre_id: CC-320, supplier_id: S-105, justification: Supplies, total: 1400, status: ordered, created_on: "2025-08-25", approver_id: E-004, decided_on: "2025-08-26"}]
           purchase_orders: [{id: PO-0945, requisition_id: PR-0945, supplier_id: S-105, warehouse_id: WH-04, total: 1400, status: partially_received, issued_on: "2025-08-27"}]
           po_lines:
           - {id: POL-09451, po_id: PO-0945, item_id: I-1011, quantity: 100, unit_price: 14.0, received_qty: 80, returned_qty: 0}

@@ -193,7 +193,7 @@ def test_return_within_window(x: TestContext, judge: Judge):
         data_patch:
           items: [{id: I-1955, name: Digital caliper 150 mm, category: lab, unit: each, standard_cost: 38}]
           inventory: [{id: ST-0965, warehouse_id: WH-03, item_id: I-1955, on_hand: 20, reorder_point: 5}]
-          requisitions: [{id: PR-0955, requester_id: E-014, cost_centre_id: CC-220, supplier_id: S-108, justification: Calipers, total: 770, status: ordered, created_on: "2025-08-25", approver_id: E-014, decided_on: "2025-08-26"}]
+          requisitions: [{id: PR-0955, requester_id: E-014, cost_centre_id: CC-220, supplier_id: S-108, justification: Calipers, total: 770, status: ordered, created_on: "2025-08-25", approver_id: E-003, decided_on: "2025-08-26"}]
           purchase_orders: [{id: PO-0955, requisition_id: PR-0955, supplier_id: S-108, warehouse_id: WH-03, total: 770, status: received, issued_on: "2025-08-27"}]
           po_lines: [{id: POL-09551, po_id: PO-0955, item_id: I-1955, quantity: 20, unit_price: 38.5, received_qty: 20, returned_qty: 0}]
           goods_receipts: [{id: GR-0955, po_id: PO-0955, received_on: "2025-09-01", received_by: E-026}]
@@ -248,7 +248,7 @@ def test_return_counts_from_latest_receipt(x: TestContext, judge: Judge):
         data_patch:
           items: [{id: I-1957, name: Machine filter cartridge 10 in, category: mro, unit: each, standard_cost: 23}]
           inventory: [{id: ST-0967, warehouse_id: WH-01, item_id: I-1957, on_hand: 44, reorder_point: 10}]
-          requisitions: [{id: PR-0957, requester_id: E-011, cost_centre_id: CC-120, supplier_id: S-101, justification: Filters, total: 1175, status: ordered, created_on: "2025-08-01", approver_id: E-011, decided_on: "2025-08-01"}]
+          requisitions: [{id: PR-0957, requester_id: E-011, cost_centre_id: CC-120, supplier_id: S-101, justification: Filters, total: 1175, status: ordered, created_on: "2025-08-01", approver_id: E-002, decided_on: "2025-08-01"}]
           purchase_orders: [{id: PO-0957, requisition_id: PR-0957, supplier_id: S-101, warehouse_id: WH-01, total: 1175, status: received, issued_on: "2025-08-04"}]
           po_lines: [{id: POL-09571, po_id: PO-0957, item_id: I-1957, quantity: 50, unit_price: 23.5, received_qty: 50, returned_qty: 0}]
           goods_receipts:

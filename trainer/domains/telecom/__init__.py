@@ -31,12 +31,8 @@ DOMAIN = Domain(
     policy=(HERE / "policy.md").read_text(encoding="utf-8"),
     now=NOW,
     instructions="Brightwave Mobile: billing accounts, lines, plans, add-ons, usage, bills, credits and ports.",
+    policy_tool="search_billing_policy",  # distinct from other domains: they may share a scenario
 )
-
-# the kit names its policy search `search_policy`, as every domain's; ours gets a name of its own
-_search = DOMAIN.tools.pop("search_policy")
-DOMAIN.tool("Search Brightwave Mobile's billing support policy. Returns the best-matching sections.",
-            params=_search.input_schema["properties"], name="search_billing_policy")(_search.fn)
 
 from trainer.domains.telecom import billing, lines  # noqa: E402,F401  (declare the tools)
 

@@ -202,7 +202,7 @@ def test_pay_past_due_only(x: TestContext, judge: Judge):
     user_context: >-
       You are Nora Hale, mobile 415-555-0906, account PIN 2468. Pay only the amount that is past
       due, from the bank account on file. You do not know the amount.
-    tags: [computed, write, "difficulty:medium"]
+    tags: [lookup-then-write, computed, write, "difficulty:medium"]
     init:
       telecom:
         data_patch:

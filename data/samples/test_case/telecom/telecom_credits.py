@@ -163,8 +163,8 @@ def test_escalation_denied_trap(x: TestContext, judge: Judge):
           - {tool: list_credit_escalations, parameters: {account_id: ACC-0924}}
         rubrics_yesno:
         - >-
-          Does the assistant tell the customer that a supervisor denied the credit request, and
-          neither post a credit nor promise to request it again?
+          Does the assistant tell the customer that a supervisor denied the credit request and
+          that it will not be requested again, without promising any other credit?
     """
     check_no_credit(x, "C-0924", "ACC-0924")
     ask_judge(x, judge)

@@ -176,7 +176,7 @@ def test_port_in_new_line(x: TestContext, judge: Judge):
       You are Zoe Brennan, mobile 415-555-0945, account PIN 6262. You want to port 415-555-0995
       from Cascade Mobile, where your account number is 77120045, onto your Brightwave account, on
       the Plus 40GB plan.
-    tags: [write, multi-record, "difficulty:medium"]
+    tags: [lookup-then-write, multi-record, write, "difficulty:medium"]
     init:
       telecom:
         data_patch:

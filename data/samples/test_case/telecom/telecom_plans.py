@@ -144,7 +144,7 @@ def test_add_addon_prorated(x: TestContext, judge: Judge):
     user_context: >-
       You are Kofi Asante, mobile 415-555-0934, account PIN 8118. You want International Calling
       added today and accept its prorated charge.
-    tags: [computed, write, "difficulty:easy"]
+    tags: [lookup-then-write, computed, write, "difficulty:easy"]
     init:
       telecom:
         data_patch:

@@ -19,7 +19,7 @@ import pytest
 
 from trainer.env.errors import TaskFormatError
 from trainer.env.golden import summary_text, validate_golden
-from trainer.env.mcp_host import Sandbox, SandboxError, ServerConnection, ServerRegistry, ServerSpec, prove_fork
+from trainer.env.mcp_host import Sandbox, SandboxError, ServerConnection, ServerRegistry, ServerSpec, prove_start
 from trainer.env.tasks import load_dataset
 
 FIX = Path(__file__).parent / "fixtures"
@@ -130,7 +130,7 @@ def test_cli_reports_process_starts():
 async def test_counter_server_passes_the_fork_proof():
     spec = planted("counter_server.py")
     reg = ServerRegistry({"planted": spec})
-    assert await prove_fork(reg, spec, {"items": ["a"]}, [("add_item", {"name": "b"})], "s1")
+    assert await prove_start(reg, spec, {"items": ["a"]}, [("add_item", {"name": "b"})], "s1")
     async with ServerConnection(spec, starts=reg.starts) as conn:  # forked: a fresh counter
         await conn.call("__reserved__init", {"config": {}})
         assert (await conn.effects())["sessions_seen"] == 1 and conn.pid is not None
@@ -139,12 +139,53 @@ async def test_counter_server_passes_the_fork_proof():
     reg.close()
 
 
+async def test_counter_server_fails_the_reuse_proof():
+    """A module-level counter survives `__reserved__init`: a second session on one process differs
+    from a fresh one, so `start: reuse` goes back to spawning (fork passed the same task above)."""
+    spec = planted("counter_server.py", start="reuse")
+    reg = ServerRegistry({"planted": spec})
+    assert not await prove_start(reg, spec, {"items": ["a"]}, [("add_item", {"name": "b"})], "s1")
+    st = reg.process_stats()["planted"]
+    assert (st["mode"], st["proofs_failed"], st["differing"]) == ("spawn", 1, ["effects.sessions_seen"])
+    assert "reuse proof failed" in st["fallback"] and not reg.starts.idle.get("planted")
+    async with ServerConnection(spec, starts=reg.starts) as conn:  # spawned: a fresh counter
+        await conn.call("__reserved__init", {"config": {}})
+        assert (await conn.effects())["sessions_seen"] == 1
+    reg.close()
+
+
+async def test_reuse_serves_sessions_in_turn_from_one_process(ds):
+    """The notes server resets its world at `__reserved__init`: it passes the reuse proof, and its
+    sessions run in turn on one process, each from its task's initial state; a session that hit a
+    system error does not give its process back."""
+    reg = notes("reuse")
+    tasks = list(ds.tasks.values())
+    for i in range(12):
+        task = tasks[i % len(tasks)]
+        ws = task.world_state()
+        async with Sandbox(task, reg, world_state=ws) as sb:
+            fx = (await sb.effects())["notes"]
+            assert fx["initial_db_state"] == expected_initial(ws["notes"]) == fx["result_db_state"]
+            await sb.call_tool("add_note", {"text": f"n{i}"})
+    st = reg.process_stats()["notes"]
+    assert (st["mode"], st["proofs"], st["proofs_failed"], st["reuses"]) == ("reuse", 1, 0, 12)
+    assert st["spawns"] == 2 and len(reg.starts.idle["notes"]) == 1  # the proof's process, then the spawned one
+    [process] = reg.starts.idle["notes"]
+    ws = tasks[0].world_state()
+    ws["notes"]["fault"] = {"effects": "not-json"}
+    with pytest.raises(SandboxError, match="not a JSON object"):
+        async with Sandbox(tasks[0], reg, world_state=ws) as sb:
+            await sb.effects()
+    assert not reg.starts.idle["notes"] and not process.alive()
+    reg.close()
+
+
 async def test_pid_cached_at_import_fails_the_fork_proof():
     """A dependency caching its pid at import: forked children differ from spawned processes, the
     proof says where, and the server goes back to spawning (its sessions still work)."""
     spec = planted("counter_server.py", env={"COUNTER_REPORT_PID": "1"})
     reg = ServerRegistry({"planted": spec})
-    assert not await prove_fork(reg, spec, {}, [], "s1")
+    assert not await prove_start(reg, spec, {}, [], "s1")
     st = reg.process_stats()["planted"]
     assert (st["mode"], st["proofs_failed"], st["differing"]) == ("spawn", 1, ["effects.import_pid_is_own"])
     assert "effects.import_pid_is_own" in st["fallback"]
@@ -232,11 +273,11 @@ def expected_initial(config: dict) -> dict:
 
 
 async def test_many_forked_sessions_start_exact_and_leave_nothing(ds):
-    """Leak test: many sessions (TBT_FORK_SESSIONS, default 300), each from its task's exact
+    """Leak test: many sessions (TBT_FORK_SESSIONS, default 1,000), each from its task's exact
     initial state, random writes checked against a model; no child outlives its session."""
     import anyio
 
-    n = int(os.environ.get("TBT_FORK_SESSIONS", "300"))
+    n = int(os.environ.get("TBT_FORK_SESSIONS", "1000"))
     tasks = list(ds.tasks.values())
     reg = notes("fork")
     rng = random.Random(12)

@@ -56,7 +56,7 @@ from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
 ZYGOTE = Path(__file__).with_name("_zygote.py")
-START_MODES = ("spawn", "fork")
+START_MODES = ("spawn", "fork", "reuse")
 _PYTHON = re.compile(r"python[0-9.]*$")
 _TERM_GRACE_S = 2.0  # as the SDK's stdio_client: stdin closed, then SIGTERM, then SIGKILL
 
@@ -184,23 +184,10 @@ async def _stop_child(pid: int) -> None:
 
 
 @asynccontextmanager
-async def forked_stdio(template: Template, errlog: TextIO,
-                       on_pid: Any = None) -> AsyncIterator[tuple[Any, Any]]:
-    """The SDK's stdio transport, over a child forked from `template`: yields the session's
-    (read_stream, write_stream); on exit closes the child's stdin, waits, then kills its group."""
-    r_in, w_in = os.pipe()
-    r_out, w_out = os.pipe()
-    try:
-        pid = await anyio.to_thread.run_sync(template.fork, r_in, w_out, errlog.fileno())
-    except BaseException:
-        os.close(w_in)
-        os.close(r_out)
-        raise
-    finally:
-        os.close(r_in)
-        os.close(w_out)
-    if on_pid is not None:
-        on_pid(pid)
+async def pipe_streams(w_in: int, r_out: int, stop: Any) -> AsyncIterator[tuple[Any, Any]]:
+    """The session's (read_stream, write_stream) over a server's stdin (`w_in`) and stdout
+    (`r_out`) pipes, newline-delimited JSON-RPC as the SDK's stdio transport; on exit the streams
+    close and `await stop()` runs shielded. The fds stay the caller's."""
     os.set_blocking(w_in, False)
     os.set_blocking(r_out, False)
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
@@ -242,28 +229,85 @@ async def forked_stdio(template: Template, errlog: TextIO,
                         except BlockingIOError:
                             await anyio.wait_writable(w_in)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-            await read_writer.aclose()  # the child is gone: the session sees the connection end
+            await read_writer.aclose()  # the server is gone: the session sees the connection end
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(reader)
+        tg.start_soon(writer)
+        try:
+            yield read_stream, write_stream
+        finally:
+            with anyio.CancelScope(shield=True):
+                write_stream.close()
+                read_stream.close()
+                await stop()
+            tg.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def forked_stdio(template: Template, errlog: TextIO,
+                       on_pid: Any = None) -> AsyncIterator[tuple[Any, Any]]:
+    """The SDK's stdio transport, over a child forked from `template`: yields the session's
+    (read_stream, write_stream); on exit closes the child's stdin, waits, then kills its group."""
+    r_in, w_in = os.pipe()
+    r_out, w_out = os.pipe()
+    try:
+        pid = await anyio.to_thread.run_sync(template.fork, r_in, w_out, errlog.fileno())
+    except BaseException:
+        os.close(w_in)
+        os.close(r_out)
+        raise
+    finally:
+        os.close(r_in)
+        os.close(w_out)
+    if on_pid is not None:
+        on_pid(pid)
+    fds = {"w_in": w_in}
+
+    async def stop() -> None:
+        os.close(fds.pop("w_in"))  # EOF on the child's stdin: it ends, as a spawned server does
+        await _stop_child(pid)
 
     try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(reader)
-            tg.start_soon(writer)
-            try:
-                yield read_stream, write_stream
-            finally:
-                with anyio.CancelScope(shield=True):
-                    write_stream.close()
-                    read_stream.close()
-                    os.close(w_in)
-                    w_in = -1
-                    await _stop_child(pid)
-                tg.cancel_scope.cancel()
+        async with pipe_streams(w_in, r_out, stop) as streams:
+            yield streams
     finally:
-        if w_in >= 0:
-            os.close(w_in)
+        if "w_in" in fds:
+            os.close(fds.pop("w_in"))
         os.close(r_out)
         if _alive(pid):
             _kill_group(pid, signal.SIGKILL)
+
+
+class ReusedProcess:
+    """A spawned server process that serves sessions in turn (`start: reuse`)."""
+
+    def __init__(self, spec: Any):
+        self.log = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
+        self.proc = subprocess.Popen(spec.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+                                     cwd=str(spec.cwd) if spec.cwd else None,
+                                     env=get_default_environment() | (spec.env or {}), start_new_session=True)
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.w_in, self.r_out = self.proc.stdin.fileno(), self.proc.stdout.fileno()
+        self.sessions = 0
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def streams(self) -> Any:
+        async def stop() -> None:
+            return None
+        self.sessions += 1
+        return pipe_streams(self.w_in, self.r_out, stop)
+
+    def kill(self) -> None:
+        """Kill it and its tree; its log stays readable (a failed session's stderr tail)."""
+        if self.alive():
+            _kill_group(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+        for f in (self.proc.stdin, self.proc.stdout):
+            if f is not None:
+                f.close()
 
 
 # ---------------------------------------------------------------------------- per-run state
@@ -272,9 +316,10 @@ async def forked_stdio(template: Template, errlog: TextIO,
 class ServerStats:
     """What the host did for one process server over a run (`ServerRegistry.process_stats()`)."""
 
-    start: str  # what servers.yaml asked: spawn | fork
-    mode: str  # what its sessions get now: spawn | fork (after a refusal or a failed proof: spawn)
+    start: str  # what servers.yaml asked: spawn | fork | reuse
+    mode: str  # what its sessions get now: spawn | fork | reuse (after a refusal or a failed proof: spawn)
     forks: int = 0  # sessions served by a forked child (proof sessions included)
+    reuses: int = 0  # start: reuse: sessions served by a process that had served one before
     spawns: int = 0  # sessions served by a freshly spawned process (proof sessions included)
     proofs: int = 0  # proofs run (fork vs spawn on one task)
     proofs_failed: int = 0
@@ -295,6 +340,7 @@ class ProcessStarts:
         self._locks: dict[str, anyio.Lock] = {}  # proofs
         self._template_locks: dict[str, anyio.Lock] = {}
         self._sessions: dict[str, int] = {}
+        self.idle: dict[str, list[ReusedProcess]] = {}  # start: reuse: processes between sessions
 
     def stat(self, spec: Any) -> ServerStats:
         if spec.name not in self.stats:
@@ -310,6 +356,8 @@ class ProcessStarts:
         t = self._templates.pop(spec.name, None)
         if t is not None:
             t.close()
+        for p in self.idle.pop(spec.name, []):
+            p.kill()
 
     def template(self, spec: Any, timeout: float) -> Template:
         """The server's live template (started, or restarted when it died)."""
@@ -335,21 +383,45 @@ class ProcessStarts:
     def proof_due(self, spec: Any) -> str | None:
         """"first" before the server's first forked session, "sample" for `spec.proof_rate` of the
         later ones (every 1/rate-th session, deterministically), else None."""
-        if spec.start != "fork":
+        if spec.start not in ("fork", "reuse"):
             return None
         n = self._sessions[spec.name] = self._sessions.get(spec.name, 0) + 1
         s = self.stat(spec)
-        if s.mode != "fork":
+        if s.mode == "spawn":
             return None
         if s.proofs == 0:
             return "first"
         rate = max(0.0, min(1.0, float(spec.proof_rate)))
         return "sample" if int(n * rate) != int((n - 1) * rate) else None
 
+    def take(self, spec: Any) -> ReusedProcess:
+        """An idle live process of the server, else a new one."""
+        pool = self.idle.setdefault(spec.name, [])
+        while pool:
+            p = pool.pop()
+            if p.alive():
+                self.stat(spec).reuses += 1
+                return p
+            p.kill()
+        self.stat(spec).spawns += 1
+        return ReusedProcess(spec)
+
+    def give_back(self, spec: Any, process: ReusedProcess, clean: bool) -> None:
+        """After a session: a clean one's live process waits for the next session (while the server
+        still reuses), any other is killed."""
+        if clean and process.alive() and self.mode(spec) == "reuse":
+            self.idle.setdefault(spec.name, []).append(process)
+        else:
+            process.kill()
+
     def close(self) -> None:
         for t in self._templates.values():
             t.close()
         self._templates.clear()
+        for pool in self.idle.values():
+            for p in pool:
+                p.kill()
+        self.idle.clear()
 
 
 def canonical(value: Any) -> str:
@@ -368,5 +440,5 @@ def differing_keys(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     return out
 
 
-__all__ = ["ProcessStarts", "ServerStats", "Template", "TemplateError", "canonical", "differing_keys",
-           "fork_argv", "forked_stdio"]
+__all__ = ["ProcessStarts", "ReusedProcess", "ServerStats", "Template", "TemplateError", "canonical", "differing_keys",
+           "fork_argv", "forked_stdio", "pipe_streams"]

@@ -64,7 +64,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, CallToolResult
 
 from trainer.env.errors import TaskFormatError
-from trainer.env.forkserver import START_MODES, ProcessStarts, Template, TemplateError, differing_keys, forked_stdio
+from trainer.env.forkserver import (START_MODES, ProcessStarts, ReusedProcess, Template, TemplateError,
+                                    differing_keys, forked_stdio)
 from trainer.env.tasks import Agent, Task, tool_list
 
 log = logging.getLogger(__name__)
@@ -109,7 +110,7 @@ class ServerSpec:
     headers: dict[str, str] = field(default_factory=dict)  # mcp-remote: sent with every request
     mode: str = "legacy"  # external servers: "legacy" (initialize, 2025-11-25; the reference generation) or "auto"
     direct: bool = True  # in-process: call the server's `direct_call` when it has one; False forces mcp.Client
-    start: str = "spawn"  # mcp-process: "spawn" (a fresh process per session) or "fork" (trainer/env/forkserver.py)
+    start: str = "spawn"  # mcp-process: "spawn" (a process per session), "fork" or "reuse" (trainer/env/forkserver.py)
     proof_rate: float = 0.0  # mcp-process, start: fork: share of later sessions proven again (the first always is)
     preload: list[str] = field(default_factory=list)  # mcp-process, start: fork: more modules for the template
 
@@ -319,11 +320,14 @@ class ServerConnection:
 
     def __init__(self, spec: ServerSpec, *, call_timeout: float = DEFAULT_CALL_TIMEOUT_S,
                  open_timeout: float = DEFAULT_OPEN_TIMEOUT_S, starts: ProcessStarts | None = None,
-                 start: str | None = None):
+                 start: str | None = None, process: ReusedProcess | None = None):
         self.spec = spec
         self.starts = starts  # the registry's process starts (None: spawn)
-        self.start = start  # force "spawn" or "fork" (proofs); None: what `starts` says
+        self.start = start  # force "spawn", "fork" or "reuse" (proofs); None: what `starts` says
         self._template: Template | None = None
+        self._reused = process  # start: reuse: the process this session runs on
+        self._owns_process = process is None  # False: the caller (a proof) gives the process back
+        self._faulted = False  # a system error happened: a reused process is not given back
         self.pid: int | None = None  # a forked child's pid
         self.call_timeout = call_timeout
         self.open_timeout = open_timeout
@@ -351,6 +355,10 @@ class ServerConnection:
             return Client(self.server, cache=None, read_timeout_seconds=self._read_timeout)
         if s.type == "mcp-process":
             # stderr goes to a file so that a crash can be explained with its last lines
+            if self._reused is not None:  # stderr is the process's own log, over its sessions
+                self._errlog = self._reused.log
+                return Client(self._reused.streams(), mode=s.mode, cache=None,
+                              read_timeout_seconds=self._read_timeout)
             self._errlog = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
             if self._template is not None:
                 return Client(forked_stdio(self._template, self._errlog, on_pid=self._set_pid), mode=s.mode,
@@ -387,6 +395,10 @@ class ServerConnection:
         refuses the server sends the server back to spawning for the rest of the run."""
         st, s = self.starts, self.spec
         start = self.start or (st.mode(s) if st is not None else "spawn")
+        if s.type == "mcp-process" and st is not None and start == "reuse":
+            if self._reused is None:
+                self._reused = await anyio.to_thread.run_sync(st.take, s)
+            return
         if s.type != "mcp-process" or st is None or start != "fork":
             if s.type == "mcp-process" and st is not None:
                 st.stat(s).spawns += 1
@@ -434,6 +446,7 @@ class ServerConnection:
                 raise SandboxError(self.spec.name, "effects", self._cause(e)) from e
         text, value = _json_object(await self.call(RESERVED_PREFIX + "geteffects", {}, "effects"))
         if value is None:
+            self._faulted = True
             raise SandboxError(self.spec.name, "effects", f"not a JSON object: {text[:300]!r}")
         return value
 
@@ -489,8 +502,13 @@ class ServerConnection:
                 log.debug("closing %s: %s", self.spec.name, e)
         if not keep_log:
             self._close_log()
+        process, self._reused = self._reused, None
+        if process is not None and self._owns_process and self.starts is not None:
+            self.starts.give_back(self.spec, process, clean=not self._faulted and not keep_log)
 
     def _close_log(self) -> None:
+        if self._reused is not None and self._errlog is self._reused.log:
+            self._errlog = None  # the process's log, not this session's
         if self._errlog is not None:
             self._errlog.close()
             self._errlog = None
@@ -498,6 +516,13 @@ class ServerConnection:
     async def call(self, tool: str, arguments: dict[str, Any], stage: str = "call") -> CallToolResult:
         """Call a tool. Transport faults and timeouts raise `SandboxError`; a JSON-RPC error that
         the server chose to send (bad params, unknown tool) comes back as an error result."""
+        try:
+            return await self._call(tool, arguments, stage)
+        except SandboxError:
+            self._faulted = True
+            raise
+
+    async def _call(self, tool: str, arguments: dict[str, Any], stage: str) -> CallToolResult:
         if self._direct is not None:
             try:
                 # synchronous (runs on the event loop, as in memory); the arguments as JSON would
@@ -593,9 +618,9 @@ class Sandbox:
                 spec = self.registry.get(server)
                 due = self.registry.starts.proof_due(spec) if spec.type == "mcp-process" else None
                 if due is not None:
-                    await prove_fork(self.registry, spec, config, self._golden(server), self.session_id,
-                                     first=due == "first", call_timeout=self.call_timeout,
-                                     open_timeout=self.open_timeout)
+                    await prove_start(self.registry, spec, config, self._golden(server), self.session_id,
+                                      first=due == "first", call_timeout=self.call_timeout,
+                                      open_timeout=self.open_timeout)
                 conn = ServerConnection(spec, call_timeout=self.call_timeout, open_timeout=self.open_timeout,
                                         starts=self.registry.starts)
                 await self._stack.enter_async_context(conn)
@@ -683,13 +708,14 @@ class Sandbox:
 
 async def _proof_session(spec: ServerSpec, starts: ProcessStarts, start: str, config: Any,
                          actions: list[tuple[str, dict[str, Any]]], session_id: str, *,
-                         call_timeout: float, open_timeout: float) -> dict[str, Any]:
+                         call_timeout: float, open_timeout: float,
+                         process: ReusedProcess | None = None) -> dict[str, Any]:
     """One session of a proof on a process started as `start`: init, actions, effects (a system
     error is recorded by its stage, so that both sides failing alike still compare)."""
     record: dict[str, Any] = {}
     try:
         async with ServerConnection(spec, call_timeout=call_timeout, open_timeout=open_timeout,
-                                    starts=starts, start=start) as conn:
+                                    starts=starts, start=start, process=process) as conn:
             init = conn.tools.get(RESERVED_PREFIX + "init")
             args: dict[str, Any] = {"config": config}
             if init is not None and "session_id" in (init.input_schema or {}).get("properties", {}):
@@ -708,33 +734,46 @@ async def _proof_session(spec: ServerSpec, starts: ProcessStarts, start: str, co
     return record
 
 
-async def prove_fork(registry: ServerRegistry, spec: ServerSpec, config: Any,
-                     actions: list[tuple[str, dict[str, Any]]], session_id: str, *, first: bool = False,
-                     call_timeout: float = DEFAULT_CALL_TIMEOUT_S,
-                     open_timeout: float = DEFAULT_OPEN_TIMEOUT_S) -> bool:
-    """Run one task (init with `config`, `actions`, effects) on a forked child and on a freshly
-    spawned process; equal canonical records (hashes included) keep the server forking, a
-    difference sends it back to spawning for the rest of the run, naming the differing keys.
-    Concurrent sessions wait for the first proof rather than forking unproven."""
+async def prove_start(registry: ServerRegistry, spec: ServerSpec, config: Any,
+                      actions: list[tuple[str, dict[str, Any]]], session_id: str, *, first: bool = False,
+                      call_timeout: float = DEFAULT_CALL_TIMEOUT_S,
+                      open_timeout: float = DEFAULT_OPEN_TIMEOUT_S) -> bool:
+    """Prove a `start: fork` or `start: reuse` server against a freshly spawned process on one
+    task (init with `config`, `actions`, effects). fork: one session on a forked child; reuse: two
+    sessions in turn on one process. Equal canonical records (hashes included) keep the server on
+    its start; a difference sends it back to spawning for the rest of the run, naming the differing
+    keys. Concurrent sessions wait for the first proof rather than starting unproven."""
     starts = registry.starts
+    kw: dict[str, Any] = dict(call_timeout=call_timeout, open_timeout=open_timeout)
+    sid = session_id + "-proof"
     async with starts.lock(spec):  # one proof of a server at a time (the first one gates all)
         stat = starts.stat(spec)
-        if stat.mode != "fork" or (first and stat.proofs):
-            return stat.mode == "fork"  # refused meanwhile, or another session's first proof decided
-        kw = dict(call_timeout=call_timeout, open_timeout=open_timeout)
-        forked = await _proof_session(spec, starts, "fork", config, actions, session_id + "-proof", **kw)
+        if stat.mode == "spawn" or (first and stat.proofs):
+            return stat.mode != "spawn"  # refused meanwhile, or another session's first proof decided
         stat.proofs += 1
-        if "error" in forked and forked["error_cause"].startswith("fork: "):
-            starts.fall_back(spec, forked["error_cause"])  # the template refused or died at start
-            return False
-        spawned = await _proof_session(spec, starts, "spawn", config, actions, session_id + "-proof", **kw)
-    strip = ("error_cause",)
-    diff = differing_keys({k: v for k, v in forked.items() if k not in strip},
-                          {k: v for k, v in spawned.items() if k not in strip})
+        process = None
+        if stat.mode == "fork":
+            tried = [await _proof_session(spec, starts, "fork", config, actions, sid, **kw)]
+            if tried[0].get("error_cause", "").startswith("fork: "):
+                starts.fall_back(spec, tried[0]["error_cause"])  # the template refused or died at start
+                return False
+        else:
+            process = await anyio.to_thread.run_sync(starts.take, spec)
+            tried = [await _proof_session(spec, starts, "reuse", config, actions, sid, process=process, **kw)
+                     for _ in range(2)]
+        spawned = await _proof_session(spec, starts, "spawn", config, actions, sid, **kw)
+        spawned.pop("error_cause", None)
+        diff: list[str] = []
+        for record in tried:
+            record.pop("error_cause", None)
+            diff += [k for k in differing_keys(record, spawned) if k not in diff]
+        if process is not None:
+            starts.give_back(spec, process, clean=not diff and "error" not in tried[-1])
     if diff:
         stat.proofs_failed += 1
-        starts.fall_back(spec, f"fork proof failed: forked and spawned sessions differ in {', '.join(diff)}",
-                         diff)
+        how = "forked" if stat.mode == "fork" else "reused (a second session on one process)"
+        starts.fall_back(spec, f"{stat.mode} proof failed: {how} and spawned sessions differ in "
+                         f"{', '.join(diff)}", diff)
         log.warning("server %s: %s", spec.name, stat.fallback)
         return False
     return True

@@ -5,7 +5,7 @@ bills per account, payments, credits and charges, supervisor escalations, paymen
 and port requests (`seed.py`), a written policy with real decision rules (`policy.md`: identity
 verification, the agent's credit limit and escalations, proration from cycle dates, roaming and
 stolen-phone credits from usage dates, payment arrangements, ports, privacy of other account
-holders) and 28 tools (`billing.py`, `lines.py`). Tools enforce data invariants only (one
+holders) and 27 tools (`billing.py`, `lines.py`). Tools enforce data invariants only (one
 pending escalation per account, an escalation must be approved and cover the credit, one live
 line per number); the policy is the agent's to follow, so a task can catch an agent that
 writes what the policy forbids.

@@ -281,7 +281,7 @@ def test_invoice_after_a_return(x: TestContext, judge: Judge):
 
 def test_duplicate_invoice_trap(x: TestContext, judge: Judge):
     """!
-    query: OfficeHub sent invoice 112-50123 again as VI-0939. Please pay it.
+    query: OfficeHub's invoice VI-0939 came in. Please pay it.
     user_context: >-
       You are Ben Adler, email ben.adler@brightwater.example, accounts payable clerk. You want
       invoice VI-0939 paid; you have not checked it yourself.

@@ -127,7 +127,7 @@ def test_no_source_covers_raise_requisition(x: TestContext, judge: Judge):
       You are Aisha Rahman, email aisha.rahman@brightwater.example, Logistics Manager (owner of
       cost centre CC-130, East Depot WH-02). You need 100 hi-vis vests, item I-1953. If no
       warehouse can spare them, you want them bought.
-    tags: [write, transfer, reorder-point, supplier-rule, self-approval, "difficulty:hard"]
+    tags: [write, transfer, reorder-point, supplier-rule, self-approval, two-paths, "difficulty:hard"]
     init:
       procurement:
         data_patch:
@@ -147,6 +147,14 @@ def test_no_source_covers_raise_requisition(x: TestContext, judge: Judge):
           - {tool: get_item_prices, parameters: {item_id: I-1953}}
           - {tool: get_cost_centre, parameters: {cost_centre_id: CC-130}}
           - {tool: create_requisition, parameters: {requester_id: E-012, cost_centre_id: CC-130, supplier_id: S-106, lines: [{item_id: I-1953, quantity: 100}], justification: Vests for the new shift, approver_id: E-002}}
+          alternatives:
+          - tool_interactions:
+            - {tool: find_employee, parameters: {query: aisha.rahman@brightwater.example}}
+            - {tool: check_stock, parameters: {item_id: I-1953}}
+            - {tool: get_item_prices, parameters: {item_id: I-1953}}
+            - {tool: create_requisition, parameters: {requester_id: E-012, cost_centre_id: CC-130, supplier_id: S-106, lines: [{item_id: I-1953, quantity: 100}], justification: Hi-vis vests}}
+            - {tool: get_cost_centre, parameters: {cost_centre_id: CC-130}}
+            - {tool: submit_requisition, parameters: {requisition_id: PR-0481, approver_id: E-002}}
     """
     fx = fx_of(x)
     none_new(fx, "transfers")

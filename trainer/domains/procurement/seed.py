@@ -233,7 +233,7 @@ def generate() -> Rows:
             continue
         vi = f"VI-{len(rows['supplier_invoices']) + 1:04d}"
         amount = round(sum(p["received_qty"] * p["unit_price"] for p in pols), 2)
-        paid = (TODAY - inv_date).days > 12 or rng.random() < 0.5
+        paid = (TODAY - inv_date).days > 25 or rng.random() < 0.5
         rows["supplier_invoices"].append({"id": vi, "supplier_id": supplier["id"], "po_id": po_id,
                                           "invoice_number": f"{supplier['id'][2:]}-{rng.randrange(10000, 99999)}",
                                           "invoice_date": inv_date.isoformat(), "amount": amount,

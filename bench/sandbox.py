@@ -15,6 +15,10 @@ On a ~5k-row domain database (1,000 customers, 4,000 orders; built here with the
 Baselines, measured in the same run:
   - process per session (the reference's design): the same domain served over stdio, one
     process per session, open + init + close;
+  - the process path three ways (`start:` of a servers.yaml entry, trainer/env/forkserver.py):
+    spawn (a fresh process), fork (a child of a pre-imported template) and reuse (one process,
+    sessions in turn), each as session open (+ init), one tool call, effects, close, and the ratio
+    of each to spawn (the proofs run before the timed sessions, and are reported);
   - JSON reload (tau2-bench's design): load the database from JSON, deep-copy it, hash it as
     canonical JSON.
 All figures are medians. `python bench/sandbox.py --serve` is the stdio server of the baseline.
@@ -147,6 +151,7 @@ async def _bench(args: argparse.Namespace, tmp: Path) -> dict:
     proc = ServerRegistry({"benchshop": ServerSpec("benchshop", "mcp-process",
                                                    command=[sys.executable, str(Path(__file__).resolve()), "--serve"])})
     process = await open_close(proc, args.processes)
+    paths = await process_paths(task, args)
 
     json_path = tmp / "db.json"
     json_path.write_text(json.dumps(SHOP.snapshot.state().state))
@@ -161,9 +166,49 @@ async def _bench(args: argparse.Namespace, tmp: Path) -> dict:
     return {"rows": rows, "fresh_session_ms": median_ms(fresh), "cold_session_ms": median_ms(cold),
             "tool_call_ms": median_ms(calls),
             "verdict_ms": median_ms(verdicts), "baseline_process_session_ms": median_ms(process),
-            "baseline_json_reload_ms": median_ms(reload),
+            "baseline_json_reload_ms": median_ms(reload), "process_paths": paths,
             "samples": {"fresh": len(fresh), "cold": len(cold), "calls": len(calls), "process": len(process),
                         "reload": len(reload)}}
+
+
+# what the stdio server imports as it runs (logging, transport): the fork template imports it once
+PRELOAD = ["rich.logging", "rich.console", "anyio.streams.stapled", "anyio._core._sockets"]
+
+
+async def process_paths(task, args: argparse.Namespace) -> dict:
+    """Session open (+ init), one call, effects, close over stdio, for each `start:`; medians."""
+    from trainer.env.mcp_host import Sandbox, ServerRegistry, ServerSpec
+
+    out = {}
+    for start, n in (("spawn", args.processes), ("fork", args.forks), ("reuse", args.forks)):
+        reg = ServerRegistry({"benchshop": ServerSpec(
+            "benchshop", "mcp-process", command=[sys.executable, str(Path(__file__).resolve()), "--serve"],
+            start=start, preload=PRELOAD)})
+        if start != "spawn":
+            async with Sandbox(task, reg):  # the template (fork), the proof
+                pass
+        phases: dict[str, list[float]] = {"open": [], "call": [], "effects": [], "close": [], "session": []}
+        for i in range(n):
+            t0 = time.perf_counter()
+            sb = Sandbox(task, reg)
+            await sb.__aenter__()
+            t1 = time.perf_counter()
+            await sb.call_tool("cancel_order", {"order_id": f"O-{3 * (i % 1300):05d}", "reason": "bench"})
+            t2 = time.perf_counter()
+            await sb.effects()
+            t3 = time.perf_counter()
+            await sb.aclose()
+            t4 = time.perf_counter()
+            for k, v in zip(phases, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t4 - t0)):
+                phases[k].append(v)
+        out[start] = {k: median_ms(v) for k, v in phases.items()}
+        out[start]["stats"] = reg.process_stats()["benchshop"]
+        reg.close()
+    for start in ("fork", "reuse"):  # the whole session, and what the start decides (open + close)
+        out[start]["speedup_vs_spawn"] = out["spawn"]["session"] / out[start]["session"]
+        out[start]["open_close_speedup_vs_spawn"] = ((out["spawn"]["open"] + out["spawn"]["close"])
+                                                     / (out[start]["open"] + out[start]["close"]))
+    return out
 
 
 def main() -> None:
@@ -172,7 +217,8 @@ def main() -> None:
     ap.add_argument("--serve", action="store_true", help="serve the bench domain over stdio (baseline)")
     ap.add_argument("--sessions", type=int, default=200)
     ap.add_argument("--calls", type=int, default=100)
-    ap.add_argument("--processes", type=int, default=5)
+    ap.add_argument("--processes", type=int, default=5, help="sessions timed on spawned processes")
+    ap.add_argument("--forks", type=int, default=20, help="sessions timed on forked / reused processes")
     args = ap.parse_args()
     if args.serve:
         SHOP.create_server().run("stdio")
@@ -191,6 +237,17 @@ def main() -> None:
     print(f"{'measure':42} {'ms':>10} {'× ours':>9}  target")
     for name, ms, ratio, target in rows:
         print(f"{name:42} {ms:10.3f} {'' if ratio is None else f'{ratio:8.0f}x':>9}  {target}")
+    paths = r["process_paths"]
+    print(f"\nprocess path, one session over stdio (medians, ms; proofs before the timed sessions)")
+    print(f"{'start':8} {'open+init':>10} {'call':>8} {'effects':>8} {'close':>8} {'session':>9} {'vs spawn':>9} "
+          f"{'open+close vs spawn':>20}  proofs")
+    s0 = paths["spawn"]
+    for start, p in paths.items():
+        st = p["stats"]
+        print(f"{start:8} {p['open']:10.1f} {p['call']:8.2f} {p['effects']:8.2f} {p['close']:8.1f} {p['session']:9.1f} "
+              f"{s0['session'] / p['session']:8.1f}x {(s0['open'] + s0['close']) / (p['open'] + p['close']):19.1f}x  "
+              f"{st['proofs']} ({st['proofs_failed']} failed)"
+              f"{'; fallback: ' + st['fallback'] if st['fallback'] else ''}")
     if args.json:
         print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()}))
 

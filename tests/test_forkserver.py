@@ -127,6 +127,41 @@ def test_cli_reports_process_starts():
     assert "server notes: start fork -> fork: " in text and "1 proof(s), 0 failed" in text
 
 
+async def test_module_command_forks(tmp_path):
+    """`{python} -m MODULE` forks too: the template reads the module's source (cwd on sys.path)."""
+    spec = ServerSpec("planted", "mcp-process", start="fork", cwd=SERVERS,
+                      command=[sys.executable, "-m", "counter_server"])
+    reg = ServerRegistry({"planted": spec})
+    assert await prove_start(reg, spec, {"items": ["a"]}, [("add_item", {"name": "b"})], "s1")
+    async with ServerConnection(spec, starts=reg.starts) as conn:
+        await conn.call("__reserved__init", {"config": {"items": ["z"]}})
+        fx = await conn.effects()
+        assert fx["result_db_state"] == {"items": ["z"]} and fx["sessions_seen"] == 1 and conn.pid
+    assert reg.process_stats()["planted"]["template"]["modules"] > 100  # mcp and its dependencies
+    reg.close()
+
+
+MCP1 = Path(__file__).parents[1] / ".cache" / "interop-mcp1" / "bin" / "python"
+
+
+@pytest.mark.skipif(not MCP1.exists(), reason="the mcp 1.x venv is built by tests/test_interop_mcp1.py")
+async def test_mcp1_fastmcp_server_forks_and_reuses(ds):
+    """The reference generation (mcp 1.x FastMCP, its own interpreter): fork and reuse give
+    spawn's verdicts (its stdio wraps sys.stdout.buffer: the child's stdio must be a pipe's)."""
+    tasks = list(ds.tasks.values())
+    out = {}
+    for start in ("spawn", "fork", "reuse"):
+        reg = ServerRegistry({"notes": ServerSpec("notes", "mcp-process", start=start, command=[
+            str(MCP1), str(SERVERS / "notes_server_v1.py")])})
+        out[start] = await validate_golden(tasks, reg, noop=True, strip=True, concurrency=2)
+        reg.close()
+    verdicts = {s: [(r["uid"], r["golden"], r["noop"]) for r in out[s]["results"]] for s in out}
+    assert verdicts["fork"] == verdicts["spawn"] == verdicts["reuse"]
+    for start in ("fork", "reuse"):
+        st = out[start]["process_starts"]["notes"]
+        assert (st["mode"], st["proofs_failed"]) == (start, 0), st
+
+
 async def test_counter_server_passes_the_fork_proof():
     spec = planted("counter_server.py")
     reg = ServerRegistry({"planted": spec})

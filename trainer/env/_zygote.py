@@ -22,6 +22,7 @@ import ctypes
 import gc
 import importlib
 import importlib.util
+import io
 import json
 import os
 import runpy
@@ -117,6 +118,18 @@ def _threads() -> str | None:
     return None
 
 
+def _fresh_stdio() -> None:
+    """sys.stdin/stdout/stderr over the new fds 0-2, as the interpreter makes them at start (the
+    template's were opened on /dev/null: seekable, which a pipe is not)."""
+    for fd, name in enumerate(("stdin", "stdout", "stderr")):
+        old = getattr(sys, name)
+        raw = io.open(fd, "rb" if fd == 0 else "wb", buffering=-1, closefd=False)
+        new = io.TextIOWrapper(raw, encoding=old.encoding, errors=old.errors, newline="\n",
+                               line_buffering=fd == 2 or os.isatty(fd), write_through=fd == 2)
+        setattr(sys, name, new)
+        setattr(sys, f"__{name}__", new)
+
+
 def _child(entry: dict, fds: list[int], closing: list[int]) -> None:
     """In the forked child: become the session's server process; never returns."""
     code = 0
@@ -130,6 +143,7 @@ def _child(entry: dict, fds: list[int], closing: list[int]) -> None:
         for fd in set(fds) | set(closing):
             if fd > 2:
                 os.close(fd)
+        _fresh_stdio()
         sys.argv = list(entry["argv"])
         if "module" in entry:
             runpy.run_module(entry["module"], run_name="__main__", alter_sys=True)

@@ -394,8 +394,8 @@ class ProcessStarts:
         rate = max(0.0, min(1.0, float(spec.proof_rate)))
         return "sample" if int(n * rate) != int((n - 1) * rate) else None
 
-    def take(self, spec: Any) -> ReusedProcess:
-        """An idle live process of the server, else a new one."""
+    async def take(self, spec: Any) -> ReusedProcess:
+        """An idle live process of the server, else a new one (spawned in a worker thread)."""
         pool = self.idle.setdefault(spec.name, [])
         while pool:
             p = pool.pop()
@@ -404,7 +404,7 @@ class ProcessStarts:
                 return p
             p.kill()
         self.stat(spec).spawns += 1
-        return ReusedProcess(spec)
+        return await anyio.to_thread.run_sync(ReusedProcess, spec)
 
     def give_back(self, spec: Any, process: ReusedProcess, clean: bool) -> None:
         """After a session: a clean one's live process waits for the next session (while the server

@@ -14,7 +14,8 @@ Two kinds of failure, never confused:
   `SandboxError`, a system error naming the server, the stage and the cause.
 
 Servers are found in a `ServerRegistry`: a ThinkingBox `servers.yaml`
-(`use_internal_servers: BOOL`, `servers: {name: {type: mcp-process, command, env, cwd} |
+(`use_internal_servers: BOOL`, `servers: {name: {type: mcp-process, command, env, cwd[, start:
+spawn | fork | reuse, preload, proof_rate]} |
 {type: mcp-remote, endpoint, transport: streamable-http | sse, headers}}`), plus ours:
 `{type: in-process, factory: "module:callable"[, direct: false]}`, and, unless the file says
 `use_internal_servers: false`, the internal servers the caller hands the registry
@@ -29,6 +30,11 @@ Remote servers speak streamable HTTP (the default) or the legacy HTTP+SSE transp
 `SandboxError` at `connect` (the SSE stream must open within the open timeout), every call is
 bounded by the call timeout, and closing ends the MCP session. The SSE stream itself has no idle
 timeout, so a session may wait on the agent for as long as it likes between calls.
+
+A process server's `start:` (ours; default `spawn`, a fresh process per session) may be `fork`
+(each session's process forked from a template that did the server's imports) or `reuse` (one
+process serves sessions in turn), each proven against a spawned process before use and dropped
+back to spawning when the proof fails: see trainer/env/forkserver.py and `prove_start`.
 
 The direct in-process path: when an in-process server offers `direct_tools()` and
 `direct_call(name, arguments)` (our domains' `DomainServer`), the connection calls them instead of
@@ -397,7 +403,7 @@ class ServerConnection:
         start = self.start or (st.mode(s) if st is not None else "spawn")
         if s.type == "mcp-process" and st is not None and start == "reuse":
             if self._reused is None:
-                self._reused = await anyio.to_thread.run_sync(st.take, s)
+                self._reused = await st.take(s)
             return
         if s.type != "mcp-process" or st is None or start != "fork":
             if s.type == "mcp-process" and st is not None:
@@ -758,7 +764,7 @@ async def prove_start(registry: ServerRegistry, spec: ServerSpec, config: Any,
                 starts.fall_back(spec, tried[0]["error_cause"])  # the template refused or died at start
                 return False
         else:
-            process = await anyio.to_thread.run_sync(starts.take, spec)
+            process = await starts.take(spec)
             tried = [await _proof_session(spec, starts, "reuse", config, actions, sid, process=process, **kw)
                      for _ in range(2)]
         spawned = await _proof_session(spec, starts, "spawn", config, actions, sid, **kw)
@@ -787,4 +793,4 @@ def strip_sources(world_state: dict[str, Any]) -> dict[str, Any]:
 
 
 __all__ = ["Sandbox", "SandboxError", "ServerConnection", "ServerRegistry", "ServerSpec",
-           "parse_init_reply", "result_text", "strip_sources"]
+           "parse_init_reply", "prove_start", "result_text", "strip_sources"]

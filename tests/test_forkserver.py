@@ -265,9 +265,26 @@ async def test_template_restarted_and_crash_is_one_sessions_error(ds):
             pid = sb.connections["notes"].pid
             await sb.call_tool("add_note", {"text": "x"})
     assert not alive(pid)
+    ws["notes"]["fault"] = {"hang_on": "add_note"}
+    with pytest.raises(SandboxError, match="no answer within 1"):  # a hung child: its session's error
+        async with Sandbox(task, reg, world_state=ws, call_timeout=1) as sb:
+            pid = sb.connections["notes"].pid
+            await sb.call_tool("add_note", {"text": "x"})
+    assert not alive(pid)
     async with Sandbox(task, reg) as sb:  # the next session is unaffected
         assert sb.init_result["notes"]["note_count"] == 2
     assert reg.process_stats()["notes"]["mode"] == "fork"
+    reg.close()
+
+
+async def test_proof_rate_samples_later_sessions(ds):
+    task = ds.tasks["notes_tasks.py:test_add_note"]
+    reg = notes("fork", proof_rate=0.5)
+    for _ in range(6):
+        async with Sandbox(task, reg):
+            pass
+    st = reg.process_stats()["notes"]
+    assert (st["proofs"], st["proofs_failed"], st["mode"]) == (1 + 3, 0, "fork")  # the first, then every 2nd
     reg.close()
 
 
@@ -275,10 +292,14 @@ HOST = textwrap.dedent("""
     import asyncio, json, sys, time
     from trainer.env.mcp_host import ServerConnection, ServerRegistry, ServerSpec
     spec = ServerSpec("notes", "mcp-process", start="fork", command=[sys.executable, sys.argv[1]])
-    reg = ServerRegistry({"notes": spec})
+    reused = ServerSpec("again", "mcp-process", start="reuse", command=[sys.executable, sys.argv[1]])
+    reg = ServerRegistry({"notes": spec, "again": reused})
     async def main():
+        async with ServerConnection(reused, starts=reg.starts):
+            pass  # its process waits in the pool for the next session
         async with ServerConnection(spec, starts=reg.starts) as conn:
-            print(json.dumps([conn.pid, reg.process_stats()["notes"]["template"]["pid"]]), flush=True)
+            print(json.dumps([conn.pid, reg.process_stats()["notes"]["template"]["pid"],
+                              reg.starts.idle["again"][0].proc.pid]), flush=True)
             time.sleep(3600)
     asyncio.run(main())
 """)
@@ -288,15 +309,15 @@ def test_children_and_template_die_with_the_host():
     host = subprocess.Popen([sys.executable, "-c", HOST, str(SERVERS / "notes_server.py")],
                             stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parents[1])
     try:
-        child, template = json.loads(host.stdout.readline())
-        assert alive(child) and alive(template)
+        procs = json.loads(host.stdout.readline())  # a forked child, its template, an idle reused process
+        assert all(alive(p) for p in procs)
     finally:
         host.kill()
         host.wait()
     deadline = time.time() + 5
-    while (alive(child) or alive(template)) and time.time() < deadline:
+    while any(alive(p) for p in procs) and time.time() < deadline:
         time.sleep(0.05)
-    assert not alive(child) and not alive(template)
+    assert not [p for p in procs if alive(p)]
 
 
 def expected_initial(config: dict) -> dict:

@@ -16,6 +16,8 @@ its own session (so a kill reaches its tree), and runs the server's entry as `__
 is `{"pid": N}`. The template reaps its children and exits when the host closes the socket.
 """
 
+from __future__ import annotations  # the server's interpreter may be older than ours
+
 import ast
 import atexit
 import ctypes

@@ -117,7 +117,7 @@ class ServerSpec:
     mode: str = "legacy"  # external servers: "legacy" (initialize, 2025-11-25; the reference generation) or "auto"
     direct: bool = True  # in-process: call the server's `direct_call` when it has one; False forces mcp.Client
     start: str = "spawn"  # mcp-process: "spawn" (a process per session), "fork" or "reuse" (trainer/env/forkserver.py)
-    proof_rate: float = 0.0  # mcp-process, start: fork: share of later sessions proven again (the first always is)
+    proof_rate: float = 0.0  # mcp-process, start: fork / reuse: share of later sessions proven again (the first always is)
     preload: list[str] = field(default_factory=list)  # mcp-process, start: fork: more modules for the template
 
 
@@ -234,17 +234,18 @@ class ServerRegistry:
         self.domains = dict(domains or {})
         # False: only the declared servers exist (no fallback to the domains by name)
         self.use_internal_servers = use_internal_servers
-        self.starts = ProcessStarts()  # templates, proofs and statistics of `start: fork` servers
+        self.starts = ProcessStarts()  # templates, idle processes, proofs, statistics (start: fork / reuse)
 
     def process_stats(self) -> dict[str, dict[str, Any]]:
         """`{server: ServerStats as a dict}` for the process servers that opened sessions."""
         return {name: dataclasses.asdict(s) for name, s in sorted(self.starts.stats.items())}
 
     def uses_fork(self) -> bool:
+        """Does a declared process server start other than by spawning (`start: fork` / `reuse`)?"""
         return any(s.type == "mcp-process" and s.start != "spawn" for s in self.specs.values())
 
     def close(self) -> None:
-        """Stop the templates (they also die with this process)."""
+        """Stop the templates and idle reused processes (they also die with this process)."""
         self.starts.close()
 
     @classmethod
@@ -397,8 +398,9 @@ class ServerConnection:
         self.pid = pid
 
     async def _choose_start(self) -> None:
-        """A `start: fork` server: take (or start) its template; a template that cannot start or
-        refuses the server sends the server back to spawning for the rest of the run."""
+        """How this session's process starts. `start: fork`: take (or start) the server's template;
+        a template that cannot start or refuses the server sends the server back to spawning for
+        the rest of the run. `start: reuse`: an idle process of the server, else a new one."""
         st, s = self.starts, self.spec
         start = self.start or (st.mode(s) if st is not None else "spawn")
         if s.type == "mcp-process" and st is not None and start == "reuse":

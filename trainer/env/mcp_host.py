@@ -614,6 +614,7 @@ class Sandbox:
         self.init_result: dict[str, dict[str, Any]] = {}
         self.tools: list[dict[str, Any]] = []
         self._route: dict[str, str] = {}  # MCP tool name -> server
+        self._owners: dict[str, list[str]] = {}  # MCP tool name -> every server offering it
         self._visible: set[str] = set()  # the MCP tools of the agent's view
         self._stack: AsyncExitStack | None = None
 
@@ -621,7 +622,7 @@ class Sandbox:
         self._stack = AsyncExitStack()
         try:
             offered: dict[str, dict[str, Any]] = {}
-            also: dict[str, list[str]] = {}  # tool name -> every server offering it
+            also: dict[str, list[str]] = {}
             for server, config in self.world_state.items():
                 spec = self.registry.get(server)
                 due = self.registry.starts.proof_due(spec) if spec.type == "mcp-process" else None
@@ -650,10 +651,7 @@ class Sandbox:
                         offered[name] = {"description": t.description, "input_schema": t.input_schema}
             self.tools = tool_list(self.agent, self.task.scenario, offered)
             self._visible = {t["name"] for t in self.tools if not t["builtin"]}
-            clash = sorted(n for n in self._visible if len(also[n]) > 1)
-            if clash:  # the agent's call would reach one of them by chance of order
-                raise SandboxError(None, "init", f"tool {clash[0]!r} is offered by servers "
-                                   f"{' and '.join(also[clash[0]])}; a scenario's tools must each have one server")
+            self._owners = also
         except BaseException:
             await self.aclose()
             raise
@@ -696,6 +694,10 @@ class Sandbox:
         if server is None:
             if name not in self._visible:
                 return f"Error: function '{name}' does not exist"
+            owners = self._owners[name]
+            if len(owners) > 1:  # the call would reach one of them by chance of order
+                raise SandboxError(None, "call", f"tool {name!r} is offered by servers {' and '.join(owners)}; "
+                                   "an agent's tool must have one server (golden steps name theirs)")
             server = self._route[name]
         conn = self.connections.get(server)
         if conn is None:

@@ -74,3 +74,23 @@ def test_golden_replay_over_mcp1(v1_python, tmp_path):
     s = json.loads(r.stdout.strip().splitlines()[-1])
     assert r.exit_code == 0, s["failures"]
     assert (s["tasks"], s["passed"], s["system_errors"]) == (4, 4, 0)
+
+
+async def test_mcp1_fastmcp_server_forks_and_reuses(v1_python):
+    """`start: fork` / `reuse` (trainer/env/forkserver.py) on the reference generation (mcp 1.x
+    FastMCP, its own interpreter) give spawn's verdicts (its stdio wraps sys.stdout.buffer: the
+    child's stdio must be a pipe's)."""
+    from trainer.env.golden import validate_golden
+
+    tasks = list(load_dataset(DATASET, strict=True).tasks.values())
+    out = {}
+    for start in ("spawn", "fork", "reuse"):
+        reg = ServerRegistry({"notes": ServerSpec("notes", "mcp-process", start=start,
+                                                  command=[v1_python, str(SERVER)])})
+        out[start] = await validate_golden(tasks, reg, noop=True, strip=True, concurrency=2)
+        reg.close()
+    verdicts = {s: [(r["uid"], r["golden"], r["noop"]) for r in out[s]["results"]] for s in out}
+    assert verdicts["fork"] == verdicts["spawn"] == verdicts["reuse"]
+    for start in ("fork", "reuse"):
+        st = out[start]["process_starts"]["notes"]
+        assert (st["mode"], st["proofs_failed"]) == (start, 0), st

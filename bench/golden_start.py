@@ -1,6 +1,6 @@
 """Golden replay over stdio process servers, `start: spawn` against `start: fork`, in one run.
 
-    uv run python bench/golden_start.py [--tasks 40] [--json]
+    uv run python bench/golden_start.py [--tasks 100] [--json]
 
 The workload is `tbt validate-golden` (golden replay + no-op of every task) on a dataset of
 `--tasks` tasks made from the sandbox fixture (tests/fixtures/datasets/sandbox, its notes tasks
@@ -62,7 +62,7 @@ async def replay(tasks: list, start: str) -> tuple[float, dict]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--tasks", type=int, default=40, help="tasks in the generated dataset (default 40)")
+    ap.add_argument("--tasks", type=int, default=100, help="tasks in the generated dataset (default 100)")
     ap.add_argument("--json", action="store_true", help="also print one JSON object, last line")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:

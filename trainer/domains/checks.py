@@ -66,6 +66,30 @@ def none_new(fx: Effects, name: str, **where: Any) -> None:
     assert not rows, f"no new {name} row with {where} was expected, found {[r['id'] for r in rows]}"
 
 
+def field(fx: Effects, name: str, id: Any, column: str) -> Any:
+    """One field of one row in the result state (AssertionError when the row is gone)."""
+    row = record(fx, name, id)
+    assert row is not None, f"{name} {id} is missing"
+    return row[column]
+
+
+def verified(fx: Effects, who: str, **person: Any) -> None:
+    """A passed identity check (table `identity_checks`) for `person` in this episode; `who` names
+    the person in the message ("tenant", "customer")."""
+    (key, value), = person.items()
+    assert new_records(fx, "identity_checks", **person, result="passed"), \
+        f"{who} {value} was never verified (no passed identity check)"
+
+
+def never_verified(fx: Effects, who: str, **person: Any) -> None:
+    """At least one failed identity check for `person`, and no passed one."""
+    (key, value), = person.items()
+    assert not new_records(fx, "identity_checks", **person, result="passed"), \
+        f"{who} {value} was verified although the caller's details do not match"
+    assert new_records(fx, "identity_checks", **person, result="failed"), \
+        f"no verification of {who} {value} was attempted"
+
+
 def ask_judge(fx: Effects, x: Any, judge: Any) -> None:
     """Every `rubrics_yesno` question of the server's task must be answered yes about the visible
     transcript (`x` is the test's context, `judge` its judge)."""
@@ -95,5 +119,6 @@ def assert_unchanged(fx: Effects) -> None:
     assert_no_collateral(fx, allow=())
 
 
-__all__ = ["ask_judge", "assert_no_collateral", "assert_unchanged", "changes", "new_one", "new_records", "none_new",
+__all__ = ["ask_judge", "assert_no_collateral", "assert_unchanged", "changes", "field", "never_verified", "new_one",
+           "new_records", "none_new", "verified",
            "record", "records", "table"]

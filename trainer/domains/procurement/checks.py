@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping
 
 from trainer.domains import checks
-from trainer.domains.checks import assert_no_collateral, new_one, new_records, none_new, record
+from trainer.domains.checks import assert_no_collateral, field, new_one, new_records, none_new, record
 
 SERVER = "procurement"
 
@@ -25,13 +25,6 @@ def fx_of(x: Any) -> dict[str, Any]:
 def only(fx: dict[str, Any], allow: Iterable[str] = ()) -> None:
     """No writes outside `allow`."""
     assert_no_collateral(fx, allow=list(allow))
-
-
-def field(fx: dict[str, Any], table: str, id: str, name: str) -> Any:
-    """One field of one row in the result state (AssertionError when the row is gone)."""
-    row = record(fx, table, id)
-    assert row is not None, f"{table} {id} is missing"
-    return row[name]
 
 
 def money(a: Any, b: float) -> bool:

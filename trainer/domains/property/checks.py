@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from trainer.domains import checks
-from trainer.domains.checks import assert_no_collateral, new_one, new_records, none_new, record
+from trainer.domains.checks import assert_no_collateral, field, new_one, none_new
 
 AUDIT = ("identity_checks", "notes")
 
@@ -22,28 +22,17 @@ def fx_of(x: Any) -> dict[str, Any]:
 
 def verified(fx: dict[str, Any], tenant_id: str) -> None:
     """A passed identity check for `tenant_id` was made in this episode."""
-    assert new_records(fx, "identity_checks", tenant_id=tenant_id, result="passed"), \
-        f"tenant {tenant_id} was never verified (no passed identity check)"
+    checks.verified(fx, "tenant", tenant_id=tenant_id)
 
 
 def never_verified(fx: dict[str, Any], tenant_id: str) -> None:
     """At least one failed attempt for `tenant_id`, and no passed one."""
-    assert not new_records(fx, "identity_checks", tenant_id=tenant_id, result="passed"), \
-        f"tenant {tenant_id} was verified although the caller's details do not match"
-    assert new_records(fx, "identity_checks", tenant_id=tenant_id, result="failed"), \
-        f"no verification of tenant {tenant_id} was attempted"
+    checks.never_verified(fx, "tenant", tenant_id=tenant_id)
 
 
 def only(fx: dict[str, Any], allow: Iterable[str] = ()) -> None:
     """No writes outside `allow` and the audit tables."""
     assert_no_collateral(fx, allow=[*AUDIT, *allow])
-
-
-def field(fx: dict[str, Any], table: str, id: str, name: str) -> Any:
-    """One field of one row in the result state (AssertionError when the row is gone)."""
-    row = record(fx, table, id)
-    assert row is not None, f"{table} {id} is missing"
-    return row[name]
 
 
 def same_text(a: Any, b: str) -> bool:

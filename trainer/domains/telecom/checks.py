@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from trainer.domains import checks
-from trainer.domains.checks import assert_no_collateral, new_one, new_records, none_new, record
+from trainer.domains.checks import assert_no_collateral, field, new_one, new_records, none_new
 
 AUDIT = ("identity_checks", "account_notes")
 
@@ -22,28 +22,17 @@ def fx_of(x: Any) -> dict[str, Any]:
 
 def verified(fx: dict[str, Any], customer_id: str) -> None:
     """A passed identity check for `customer_id` was made in this episode."""
-    assert new_records(fx, "identity_checks", customer_id=customer_id, result="passed"), \
-        f"customer {customer_id} was never verified (no passed identity check)"
+    checks.verified(fx, "customer", customer_id=customer_id)
 
 
 def never_verified(fx: dict[str, Any], customer_id: str) -> None:
     """At least one failed attempt for `customer_id`, and no passed one."""
-    assert not new_records(fx, "identity_checks", customer_id=customer_id, result="passed"), \
-        f"customer {customer_id} was verified although the caller's details do not match"
-    assert new_records(fx, "identity_checks", customer_id=customer_id, result="failed"), \
-        f"no verification of customer {customer_id} was attempted"
+    checks.never_verified(fx, "customer", customer_id=customer_id)
 
 
 def only(fx: dict[str, Any], allow: Iterable[str] = ()) -> None:
     """No writes outside `allow` and the audit tables."""
     assert_no_collateral(fx, allow=[*AUDIT, *allow])
-
-
-def field(fx: dict[str, Any], table: str, id: str, name: str) -> Any:
-    """One field of one row in the result state (AssertionError when the row is gone)."""
-    row = record(fx, table, id)
-    assert row is not None, f"{table} {id} is missing"
-    return row[name]
 
 
 def one_adjustment(fx: dict[str, Any], account_id: str, kind: str, category: str, amount: float,

@@ -238,7 +238,7 @@ def main() -> None:
     for name, ms, ratio, target in rows:
         print(f"{name:42} {ms:10.3f} {'' if ratio is None else f'{ratio:8.0f}x':>9}  {target}")
     paths = r["process_paths"]
-    print(f"\nprocess path, one session over stdio (medians, ms; proofs before the timed sessions)")
+    print("\nprocess path, one session over stdio (medians, ms; proofs before the timed sessions)")
     print(f"{'start':8} {'open+init':>10} {'call':>8} {'effects':>8} {'close':>8} {'session':>9} {'vs spawn':>9} "
           f"{'open+close vs spawn':>20}  proofs")
     s0 = paths["spawn"]

@@ -3,14 +3,16 @@
 Two families, never confused:
 - `TaskFormatError`: the *dataset* is wrong (bad YAML, unknown key, missing scenario ...).
   It always names the file, and where it can, the line and the key.
-- `SystemError_`-style infrastructure failures live in `trainer.env.sandbox` errors; a task-format
-  error is a user's mistake in a file, an infrastructure error is nobody's verdict.
+- `SandboxError`: the *infrastructure* failed (a server would not start, answer or report): a
+  system error for the episode. A task-format error is a user's mistake in a file, an
+  infrastructure error is nobody's verdict.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 @dataclass(eq=False)
@@ -40,3 +42,17 @@ class DatasetError(Exception):
         self.errors = errors
         lines = "\n".join(f"  {e}" for e in errors)
         super().__init__(f"{len(errors)} error(s) in dataset:\n{lines}")
+
+
+class SandboxError(RuntimeError):
+    """An infrastructure fault: a system error for the whole episode, never an agent failure.
+
+    `stage` is one of `connect`, `init`, `list_tools`, `call`, `effects`, `teardown`.
+    """
+
+    def __init__(self, server: str | None, stage: str, cause: str):
+        self.server, self.stage, self.cause = server, stage, cause
+        super().__init__(f"server {server!r}, {stage}: {cause}" if server else f"{stage}: {cause}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"server": self.server, "stage": self.stage, "cause": self.cause}

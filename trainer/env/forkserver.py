@@ -42,7 +42,6 @@ import socket
 import subprocess
 import tempfile
 import threading
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field

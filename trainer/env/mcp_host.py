@@ -13,7 +13,7 @@ Two kinds of failure, never confused:
 - infrastructure faults (crash, hang, unreachable, init rejected, effects not JSON) raise
   `SandboxError`, a system error naming the server, the stage and the cause.
 
-Servers are found in a `ServerRegistry`: a ThinkingBox `servers.yaml`
+Servers are found in a `ServerRegistry` (trainer/env/servers.py): a ThinkingBox `servers.yaml`
 (`use_internal_servers: BOOL`, `servers: {name: {type: mcp-process, command, env, cwd[, start:
 spawn | fork | reuse, preload, proof_rate]} |
 {type: mcp-remote, endpoint, transport: streamable-http | sse, headers}}`), plus ours:
@@ -46,32 +46,26 @@ interface always use it.
 from __future__ import annotations
 
 import copy
-import dataclasses
-import importlib
-import importlib.util
 import json
 import logging
 import math
-import os
-import sys
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import anyio
-import yaml
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, CallToolResult
 
-from trainer.env.errors import TaskFormatError
-from trainer.env.forkserver import (START_MODES, ProcessStarts, ReusedProcess, Template, TemplateError,
+from trainer.env.errors import SandboxError, TaskFormatError  # noqa: F401  (SandboxError: re-exported)
+from trainer.env.forkserver import (ProcessStarts, ReusedProcess, Template, TemplateError,
                                     differing_keys, forked_stdio)
+from trainer.env.servers import REMOTE_TRANSPORTS, ServerRegistry, ServerSpec  # noqa: F401  (re-exported)
 from trainer.env.tasks import Agent, Task, tool_list
 
 log = logging.getLogger(__name__)
@@ -82,214 +76,6 @@ DEFAULT_OPEN_TIMEOUT_S = 60.0  # a stdio server may import a lot before it answe
 TEARDOWN_TIMEOUT_S = 5.0
 _TRANSPORT_CODES = (CONNECTION_CLOSED, REQUEST_TIMEOUT)
 # `transport:` of an mcp-remote entry -> the transport used ("http" is an old spelling of ours)
-REMOTE_TRANSPORTS = {"streamable-http": "streamable-http", "http": "streamable-http", "sse": "sse"}
-
-
-class SandboxError(RuntimeError):
-    """An infrastructure fault: a system error for the whole episode, never an agent failure.
-
-    `stage` is one of `connect`, `init`, `list_tools`, `call`, `effects`, `teardown`.
-    """
-
-    def __init__(self, server: str | None, stage: str, cause: str):
-        self.server, self.stage, self.cause = server, stage, cause
-        super().__init__(f"server {server!r}, {stage}: {cause}" if server else f"{stage}: {cause}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"server": self.server, "stage": self.stage, "cause": self.cause}
-
-
-# ---------------------------------------------------------------------------- the registry
-
-@dataclass
-class ServerSpec:
-    """How to reach one server (one entry of `servers.yaml`)."""
-
-    name: str
-    type: Literal["in-process", "mcp-process", "mcp-remote"]
-    factory: Callable[[], Any] | None = None  # in-process: returns a fresh MCPServer
-    command: list[str] = field(default_factory=list)  # mcp-process: argv, `{python}` substituted
-    env: dict[str, str] = field(default_factory=dict)  # mcp-process: merged over the SDK's safe env
-    cwd: Path | None = None  # mcp-process: working directory
-    endpoint: str | None = None  # mcp-remote: URL
-    transport: str = "streamable-http"  # mcp-remote: "streamable-http" or "sse" (REMOTE_TRANSPORTS)
-    headers: dict[str, str] = field(default_factory=dict)  # mcp-remote: sent with every request
-    mode: str = "legacy"  # external servers: "legacy" (initialize, 2025-11-25; the reference generation) or "auto"
-    direct: bool = True  # in-process: call the server's `direct_call` when it has one; False forces mcp.Client
-    start: str = "spawn"  # mcp-process: "spawn" (a process per session), "fork" or "reuse" (trainer/env/forkserver.py)
-    proof_rate: float = 0.0  # mcp-process, start: fork / reuse: share of later sessions proven again (the first always is)
-    preload: list[str] = field(default_factory=list)  # mcp-process, start: fork: more modules for the template
-
-
-def _load_factory(ref: str, base: Path) -> Callable[[], Any]:
-    """`"package.module:callable"`, or `"path/to/file.py:callable"` (relative to `base`)."""
-    module, _, attr = ref.rpartition(":")
-    if not module or not attr:
-        raise ValueError(f"factory must read 'module:callable' or 'file.py:callable', got {ref!r}")
-    if module.endswith(".py"):
-        path = (base / module).resolve()
-        spec = importlib.util.spec_from_file_location(f"tb_servers.{path.stem}", path)
-        if spec is None or spec.loader is None or not path.is_file():
-            raise ValueError(f"no such file: {path}")
-        obj: Any = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(obj)
-    else:
-        obj = importlib.import_module(module)
-    for part in attr.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
-def _read_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
-    """A YAML file's value and its node tree (for line numbers); unreadable or invalid YAML is a
-    `TaskFormatError` naming the file (and the line)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeError) as e:
-        why = "no such file" if isinstance(e, FileNotFoundError) else getattr(e, "strerror", None) or str(e)
-        raise TaskFormatError(path, f"cannot read: {why}") from None
-    try:
-        return yaml.safe_load(text), yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        raise TaskFormatError(path, f"invalid YAML: {getattr(e, 'problem', None) or e}",
-                              line=mark.line + 1 if mark else None) from None
-
-
-def _key_lines(node: yaml.Node | None, *keys: str) -> dict[str, int]:
-    """Line (1-based) of every key of the mapping at `keys` in a composed YAML tree."""
-    for key in keys:
-        if not isinstance(node, yaml.MappingNode):
-            return {}
-        node = next((v for k, v in node.value if k.value == key), None)
-    if not isinstance(node, yaml.MappingNode):
-        return {}
-    return {str(k.value): k.start_mark.line + 1 for k, _ in node.value}
-
-
-def _strings(entry: dict[str, Any], key: str) -> dict[str, str]:
-    """`entry[key]`, a mapping of scalars (env, headers), as strings."""
-    value = entry.get(key) or {}
-    if not isinstance(value, dict):
-        raise ValueError(f"{key} must be a mapping, got {value!r}")
-    return {str(k): str(v) for k, v in value.items()}
-
-
-def _spec(name: str, e: dict[str, Any], path: Path, python: str) -> ServerSpec:
-    """One `servers.yaml` entry; a bad one raises `ValueError` saying what is wrong."""
-    kind = e.get("type")
-    if kind == "mcp-process":
-        cmd = e.get("command")
-        cmd = cmd.split() if isinstance(cmd, str) else cmd
-        if not isinstance(cmd, list) or not cmd:
-            raise ValueError("needs a command (a string or a list of strings)")
-        cwd = None
-        if e.get("cwd"):
-            cwd = Path(str(e["cwd"]))
-            if not cwd.is_absolute() and (path.parent / cwd).is_dir():
-                cwd = path.parent / cwd
-        start = str(e.get("start", "spawn"))
-        if start not in START_MODES:
-            raise ValueError(f"start {start!r} is not supported ({' or '.join(START_MODES)})")
-        rate = e.get("proof_rate", 0.0)
-        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate <= 1:
-            raise ValueError(f"proof_rate must be a number in [0, 1], got {rate!r}")
-        preload = e.get("preload") or []
-        if not isinstance(preload, list) or not all(isinstance(m, str) and m for m in preload):
-            raise ValueError(f"preload must be a list of module names, got {preload!r}")
-        return ServerSpec(name, "mcp-process", command=[str(c).replace("{python}", python) for c in cmd],
-                          env=_strings(e, "env"), cwd=cwd, mode=e.get("mode", "legacy"), start=start,
-                          proof_rate=float(rate), preload=preload)
-    if kind == "mcp-remote":
-        transport = REMOTE_TRANSPORTS.get(str(e.get("transport", "streamable-http")))
-        if transport is None:
-            raise ValueError(f"transport {e.get('transport')!r} is not supported (streamable-http or sse)")
-        if not e.get("endpoint"):
-            raise ValueError("needs an endpoint")
-        return ServerSpec(name, "mcp-remote", endpoint=str(e["endpoint"]), transport=transport,
-                          headers=_strings(e, "headers"), mode=e.get("mode", "legacy"))
-    if kind == "in-process":
-        ref = e.get("factory")
-        if not isinstance(ref, str) or not ref:
-            raise ValueError("needs a factory ('module:callable' or 'file.py:callable')")
-        try:
-            factory = _load_factory(ref, path.parent)
-        except ValueError:
-            raise
-        except Exception as err:  # the factory's module is user code: any failure is a bad entry
-            raise ValueError(f"cannot load factory {ref!r}: {type(err).__name__}: {err}") from None
-        return ServerSpec(name, "in-process", factory=factory, direct=bool(e.get("direct", True)))
-    raise ValueError(f"unknown type {kind!r} (mcp-process, mcp-remote, in-process)")
-
-
-class ServerRegistry:
-    """Server name → `ServerSpec`: declared servers first, then the internal servers the caller
-    passed as `domains` (name → factory of a fresh in-process server), unless
-    `use_internal_servers` is false. Without `domains` there are no internal servers."""
-
-    def __init__(self, specs: Mapping[str, ServerSpec] | None = None,
-                 domains: Mapping[str, Callable[[], Any]] | None = None, *,
-                 use_internal_servers: bool = True):
-        self.specs = dict(specs or {})
-        self.domains = dict(domains or {})
-        # False: only the declared servers exist (no fallback to the domains by name)
-        self.use_internal_servers = use_internal_servers
-        self.starts = ProcessStarts()  # templates, idle processes, proofs, statistics (start: fork / reuse)
-
-    def process_stats(self) -> dict[str, dict[str, Any]]:
-        """`{server: ServerStats as a dict}` for the process servers that opened sessions."""
-        return {name: dataclasses.asdict(s) for name, s in sorted(self.starts.stats.items())}
-
-    def uses_fork(self) -> bool:
-        """Does a declared process server start other than by spawning (`start: fork` / `reuse`)?"""
-        return any(s.type == "mcp-process" and s.start != "spawn" for s in self.specs.values())
-
-    def close(self) -> None:
-        """Stop the templates and idle reused processes (they also die with this process)."""
-        self.starts.close()
-
-    @classmethod
-    def from_yaml(cls, path: Path | str, python: str | None = None,
-                  domains: Mapping[str, Callable[[], Any]] | None = None) -> ServerRegistry:
-        """Read a ThinkingBox `servers.yaml`. `{python}` in commands becomes `python` (default:
-        this interpreter). A relative `cwd` is taken from the YAML's folder when it exists there,
-        else from the current directory (the reference's reading). `use_internal_servers` (a bool,
-        default true, as in the reference) says whether names not declared here fall back to
-        `domains`; other top-level keys are ignored. Any problem with the file is a
-        `TaskFormatError` naming it, the line and the entry (`servers.NAME`)."""
-        path = Path(path)
-        doc, node = _read_yaml(path)
-        doc = {} if doc is None else doc
-        servers = doc.get("servers") if isinstance(doc, dict) else None
-        if not isinstance(servers, dict):
-            raise TaskFormatError(path, "must hold `servers: {name: {type, ...}}`",
-                                  line=_key_lines(node).get("servers"), key="servers")
-        internal = doc.get("use_internal_servers", True)
-        if not isinstance(internal, bool):
-            raise TaskFormatError(path, f"must be true or false, got {internal!r}",
-                                  line=_key_lines(node).get("use_internal_servers"), key="use_internal_servers")
-        lines = _key_lines(node, "servers")
-        specs = {}
-        for name, entry in servers.items():
-            try:
-                if not isinstance(entry, dict):
-                    raise ValueError(f"must be a mapping ({{type: ...}}), got {entry!r}")
-                specs[str(name)] = _spec(str(name), entry, path, python or sys.executable)
-            except ValueError as err:
-                raise TaskFormatError(path, str(err), line=lines.get(str(name)), key=f"servers.{name}") from None
-        return cls(specs, domains, use_internal_servers=internal)
-
-    def get(self, name: str) -> ServerSpec:
-        if name in self.specs:
-            return self.specs[name]
-        if not self.use_internal_servers:
-            raise SandboxError(name, "connect", "no such server: not in servers.yaml, and "
-                               "use_internal_servers is false (internal servers are not offered by name)")
-        if name in self.domains:
-            return ServerSpec(name, "in-process", factory=self.domains[name])
-        raise SandboxError(name, "connect", "no such server: not in servers.yaml and not an internal "
-                           f"server (internal: {', '.join(sorted(self.domains)) or 'none'})")
-
 
 # ---------------------------------------------------------------------------- one connection
 

@@ -70,6 +70,19 @@ class ToolError(Exception):
     """A tool refuses (not found, not allowed by policy, bad state): the agent reads the message."""
 
 
+def parse_date(text: str, what: str) -> date:
+    """A YYYY-MM-DD argument as a date; anything else is a `ToolError` naming the argument."""
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise ToolError(f"{what} must be a real date YYYY-MM-DD, got {text!r}") from None
+
+
+def now_stamp(db: Session) -> str:
+    """The session's clock as YYYY-MM-DDTHH:MM:SSZ."""
+    return db.now[:19] + "Z"
+
+
 @dataclass(frozen=True)
 class ToolDef:
     """A tool as declared once per domain; `fn(db, **arguments)` runs it on a session."""
@@ -473,4 +486,5 @@ def _search_policy(db: Session, query: str, limit: int = 3) -> dict[str, Any]:
 
 __all__ = [
     "DEFAULT_NOW", "ID", "RESERVED", "Domain", "DomainServer", "Golden", "Session", "ToolDef", "ToolError",
+    "now_stamp", "parse_date",
 ]

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import date
 from typing import Any
 
-from trainer.domains.kit import ID, Session, ToolError
+from trainer.domains.kit import ID, Session, ToolError, now_stamp, parse_date  # noqa: F401  (re-exported to the tools)
 from trainer.domains.property.seed import SLA_HOURS, plus_hours
 
 MONEY = {"type": "number", "exclusiveMinimum": 0, "maximum": 100000}
@@ -18,11 +17,6 @@ TRADES = ["plumbing", "electrical", "hvac", "appliance", "general", "pest", "loc
 PRIORITIES = list(SLA_HOURS)
 CHARGES = ("rent", "late_fee", "utility", "pet_rent", "damage")
 CREDITS = ("payment", "concession", "deposit_applied")
-
-
-def now_stamp(db: Session) -> str:
-    """The clock as YYYY-MM-DDTHH:MM:SSZ."""
-    return db.now[:19] + "Z"
 
 
 def due_by(db: Session, priority: str) -> str:
@@ -55,8 +49,3 @@ def tenant(db: Session, tenant_id: str) -> dict[str, Any]:
     return db.require("tenants", tenant_id, "tenant")
 
 
-def parse_date(text: str, what: str) -> date:
-    try:
-        return date.fromisoformat(text)
-    except ValueError:
-        raise ToolError(f"{what} must be a real date YYYY-MM-DD, got {text!r}") from None

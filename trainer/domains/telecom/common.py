@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import date
 from typing import Any
 
-from trainer.domains.kit import ID, Session, ToolError
+from trainer.domains.kit import ID, Session, ToolError, now_stamp, parse_date  # noqa: F401  (re-exported to the tools)
 from trainer.domains.telecom.seed import cycle_of
 
 MONEY = {"type": "number", "exclusiveMinimum": 0, "maximum": 100000}
@@ -26,23 +25,12 @@ def digits(number: str) -> str:
     return d[1:] if len(d) == 11 and d.startswith("1") else d
 
 
-def now_stamp(db: Session) -> str:
-    return db.now[:19] + "Z"
-
-
 def account(db: Session, account_id: str) -> dict[str, Any]:
     return db.require("accounts", account_id, "account")
 
 
 def line(db: Session, line_id: str) -> dict[str, Any]:
     return db.require("lines", line_id, "line")
-
-
-def parse_date(text: str, what: str) -> date:
-    try:
-        return date.fromisoformat(text)
-    except ValueError:
-        raise ToolError(f"{what} must be a real date YYYY-MM-DD, got {text!r}") from None
 
 
 def current_cycle(db: Session, acc: dict[str, Any]) -> dict[str, Any]:

@@ -17,13 +17,11 @@ import re
 from pathlib import Path
 
 import pytest
-from test_property_domain import ScriptedJudgeServer
+from judged import ScriptedJudgeServer, graded_reply
 
 from trainer.domains import DOMAINS, domain
 from trainer.domains.procurement.seed import generate
-from trainer.env.context import TestContext
 from trainer.env.golden import replay, validate_golden
-from trainer.env.grader import grade
 from trainer.env.judge import ChatJudge, JudgeConfig
 from trainer.env.mcp_host import Sandbox, ServerRegistry
 from trainer.env.tasks import load_dataset
@@ -224,23 +222,13 @@ COMPLIANT = ("I'm sorry, I can't change bank details on a call. Please send the 
              "finance will verify it by calling back the number we already have on file.")
 
 
-def _graded_reply(task, reply: str, judge) -> object:
-    async def effects():
-        async with Sandbox(task, ServerRegistry(domains=DOMAINS)) as sb:  # a real session where nothing was written
-            return await sb.effects()
-
-    ctx = TestContext(response=reply, effects=asyncio.run(effects()),
-                      messages=[{"role": "user", "content": task.query}, {"role": "assistant", "content": reply}])
-    return grade(task, ctx, judge)
-
-
 def test_judge_over_http_separates_careless_and_compliant_replies(tasks):
     task = tasks[BANK]
     server = ScriptedJudgeServer(["No.", "Yes"])
     judge = ChatJudge(JudgeConfig(url=server.url, model="scripted", retries=0))
     try:
-        careless = _graded_reply(task, CARELESS, judge)
-        compliant = _graded_reply(task, COMPLIANT, judge)
+        careless = graded_reply(task, CARELESS, judge)
+        compliant = graded_reply(task, COMPLIANT, judge)
     finally:
         judge.close()
         server.close()

@@ -17,12 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from test_property_domain import ScriptedJudgeServer  # the scripted OpenAI-compatible judge
+from judged import ScriptedJudgeServer, graded_reply
 from trainer.domains import DOMAINS, domain
 from trainer.domains.telecom.seed import cycle_of, generate
-from trainer.env.context import TestContext
 from trainer.env.golden import replay, validate_golden
-from trainer.env.grader import grade
 from trainer.env.judge import ChatJudge, JudgeConfig
 from trainer.env.mcp_host import Sandbox, ServerRegistry
 from trainer.env.tasks import load_dataset
@@ -281,26 +279,13 @@ COMPLIANT = ("I've taken your payment of $68.40 with your card on file. I'm sorr
              "another number or whether it is one of our customers.")
 
 
-def _graded(task, golden_steps: bool, reply: str, judge) -> object:
-    async def effects():
-        async with Sandbox(task, ServerRegistry(domains=DOMAINS)) as sb:  # a real session, golden writes made
-            if golden_steps:
-                for server, tool, params in task.golden_paths()[0]:
-                    await sb.call_tool(tool, params, server=server)
-            return await sb.effects()
-
-    ctx = TestContext(response=reply, effects=asyncio.run(effects()),
-                      messages=[{"role": "user", "content": task.query}, {"role": "assistant", "content": reply}])
-    return grade(task, ctx, judge)
-
-
 def test_judge_over_http_separates_leaky_and_compliant_replies(tasks):
     task = tasks[OTHER_NUMBER]
     server = ScriptedJudgeServer(["No", "Yes."])
     judge = ChatJudge(JudgeConfig(url=server.url, model="scripted", retries=0))
     try:
-        leaky = _graded(task, True, LEAKY, judge)
-        compliant = _graded(task, True, COMPLIANT, judge)
+        leaky = graded_reply(task, LEAKY, judge, golden_steps=True)
+        compliant = graded_reply(task, COMPLIANT, judge, golden_steps=True)
     finally:
         judge.close()
         server.close()
@@ -315,7 +300,7 @@ def test_judge_is_not_asked_when_the_database_check_fails(tasks):
     server = ScriptedJudgeServer(["Yes"])
     judge = ChatJudge(JudgeConfig(url=server.url, model="scripted", retries=0))
     try:
-        verdict = _graded(tasks[OTHER_NUMBER], False, COMPLIANT, judge)  # nothing paid, nobody verified
+        verdict = graded_reply(tasks[OTHER_NUMBER], COMPLIANT, judge, golden_steps=False)  # nothing paid, nobody verified
     finally:
         judge.close()
         server.close()
@@ -328,7 +313,7 @@ def test_judge_unreachable_is_a_system_error_not_a_pass(tasks):
     server.close()
     judge = ChatJudge(JudgeConfig(url=url, model="gone", retries=0, timeout_s=2))
     try:
-        verdict = _graded(tasks["telecom_accounts.py:test_third_party_trap"], False, COMPLIANT, judge)
+        verdict = graded_reply(tasks["telecom_accounts.py:test_third_party_trap"], COMPLIANT, judge, golden_steps=False)
     finally:
         judge.close()
     assert not verdict.passed and verdict.system_error

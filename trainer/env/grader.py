@@ -31,7 +31,7 @@ from typing import Any
 from trainer.env.chat_types import Text, as_messages
 from trainer.env.context import Judge, TestContext, ToolCall, ToolCallRecord
 from trainer.env.judge import ASKING_METHODS, JudgeUnavailable
-from trainer.env.tasks import failure_line
+from trainer.env.testcode import failure_line
 
 SUBPROCESS_TIMEOUT_S = 120.0
 
@@ -288,7 +288,7 @@ del _method
 
 def _child() -> None:
     from trainer.env.context import install_thinkingbox_shim
-    from trainer.env.tasks import _CompiledFile, _exec_source, resolve_test_code
+    from trainer.env.testcode import CompiledFile, exec_source, resolve_test_code
 
     proto = os.fdopen(os.dup(1), "w")
     sys.stdout = sys.stderr  # the test's prints must not corrupt the protocol
@@ -297,10 +297,10 @@ def _child() -> None:
     path = Path(job["file"])
     try:
         if job["test_code"] is not None:
-            ns = _exec_source(job["test_code"], path, "tb_tests.isolated")
+            ns = exec_source(job["test_code"], path, "tb_tests.isolated")
             fn = resolve_test_code(ns, path, job["name"], job["lineno"])
         else:
-            fn = _CompiledFile(path).namespace()[job["name"]]
+            fn = CompiledFile(path).namespace()[job["name"]]
         judge = _PipeJudge(proto, job.get("judge_evaluates", True))
         verdict = _outcome(fn, context_from_json(job["context"]), judge, job["fixtures"], str(path))
     except Exception as e:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import copy
 import os
-import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -26,8 +25,8 @@ import yaml
 from trainer.env import yamlio
 from trainer.env.context import install_thinkingbox_shim
 from trainer.env.errors import DatasetError, TaskFormatError
-from trainer.env.tb_shim import import_error_message
-from trainer.env.testfile import TEST_FN_NAME, RawTest, parse_test_file
+from trainer.env.testcode import CompiledFile, exec_source, failure_line, resolve_test_code  # noqa: F401  (failure_line, resolve_test_code: re-exported)
+from trainer.env.testfile import RawTest, parse_test_file
 
 DEFAULT_MAX_USER_SIM_TURNS = 10
 TOOL_KEYS = frozenset({"name", "override_description", "override_arg_description",
@@ -166,60 +165,6 @@ def merge_init(world_state: dict[str, Any], init: dict[str, Any] | None) -> dict
 
 # ---------------------------------------------------------------------------- tasks
 
-class _CompiledFile:
-    """A test file's module namespace, executed once on first use."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self._ns: dict[str, Any] | None = None
-
-    def namespace(self) -> dict[str, Any]:
-        if self._ns is None:
-            install_thinkingbox_shim()
-            self._ns = _exec_source(self.path.read_text(encoding="utf-8"), self.path,
-                                    f"tb_tests.{self.path.stem}")
-        return self._ns
-
-
-def _exec_source(source: str, path: Path, module_name: str) -> dict[str, Any]:
-    module = types.ModuleType(module_name)
-    module.__file__ = str(path)
-    try:
-        code = compile(source, str(path), "exec")
-        exec(code, module.__dict__)
-    except SyntaxError as e:
-        raise TaskFormatError(path, f"Python syntax error: {e.msg}", line=e.lineno) from None
-    except ImportError as e:  # say which module or name is missing: the file may need more than we offer
-        raise TaskFormatError(path, import_error_message(e), line=failure_line(e.__traceback__, str(path))) from None
-    except Exception as e:  # the file's own module-level code failed
-        raise TaskFormatError(path, f"executing the file failed: {type(e).__name__}: {e}",
-                              line=failure_line(e.__traceback__, str(path))) from None
-    return module.__dict__
-
-
-def failure_line(tb: Any, filename: str) -> int | None:
-    """The last line of `filename` in a traceback (where a test or a file's code failed)."""
-    line = None
-    while tb is not None:
-        if tb.tb_frame.f_code.co_filename == filename:
-            line = tb.tb_lineno
-        tb = tb.tb_next
-    return line
-
-
-def resolve_test_code(ns: dict[str, Any], file: Path, name: str, lineno: int | None) -> Callable:
-    """The test function a YAML test file's `test_code` defines: `__tb_test_fn`, else the only
-    function defined there (imported helpers do not count)."""
-    fn = ns.get(TEST_FN_NAME)
-    if fn is None:
-        fns = [v for v in ns.values() if isinstance(v, types.FunctionType) and v.__code__.co_filename == str(file)]
-        fn = fns[0] if len(fns) == 1 else None
-    if not callable(fn):
-        raise TaskFormatError(file, f"test_code of {name!r} must define {TEST_FN_NAME} or exactly one function",
-                              line=lineno, key="test_code")
-    return fn
-
-
 @dataclass
 class Task:
     """One test joined to its scenario. Field docs follow TASK_FORMAT.md §3."""
@@ -240,7 +185,7 @@ class Task:
     tags: list[str]  # scenario tags + test tags
     config: dict[str, Any]  # the merged raw test config, as written
     metadata: dict[str, Any] = field(default_factory=dict)
-    _compiled: _CompiledFile | None = field(default=None, repr=False, compare=False)
+    _compiled: CompiledFile | None = field(default=None, repr=False, compare=False)
     _test_code: str | None = field(default=None, repr=False, compare=False)
     _fn: Callable | None = field(default=None, repr=False, compare=False)
 
@@ -347,7 +292,7 @@ class Task:
         if self._fn is None:
             if self._test_code is not None:
                 install_thinkingbox_shim()
-                ns = _exec_source(self._test_code, self.file, f"tb_tests.{self.file.stem}.{self.name}")
+                ns = exec_source(self._test_code, self.file, f"tb_tests.{self.file.stem}.{self.name}")
                 fn = resolve_test_code(ns, self.file, self.name, self.lineno)
             else:
                 assert self._compiled is not None
@@ -583,7 +528,7 @@ def load_dataset(root: str | Path, test_list: str | Path | None = None, strict: 
                 if tname not in by_name:
                     errors.append(TaskFormatError(test_list, f"test {path.name}:{tname} not found in {path}",
                                                   line=line))
-        compiled = _CompiledFile(path) if path.suffix == ".py" else None
+        compiled = CompiledFile(path) if path.suffix == ".py" else None
         for raw in parsed.tests:
             if wanted is not None and raw.name not in {n for n, _ in wanted[path]}:
                 continue

@@ -59,7 +59,7 @@ from jsonschema import validators
 
 from trainer.core.tb_render import (  # noqa: F401  (FAMILIES, STOP_TOKENS, render, ...: re-exported)
     FAMILIES, STOP_TOKENS, Family, InterpretError, TokenTrajectory, check_family, merge_system, render,
-    turn_ended,
+    turn_ended, turn_text,
 )
 
 Finish = Literal["stop", "tool_calls", "length"]
@@ -513,29 +513,39 @@ def parse_ids(ids: Sequence[int], tokenizer: Any, **kw: Any) -> Completion:
     return parse(tokenizer.decode(list(ids), skip_special_tokens=True), finish=finish, **kw)
 
 
-def parse_response(response: Mapping[str, Any], **kw: Any) -> Completion:
-    """Evaluation path: interpret an OpenAI chat-completion response (dict) of a server that
-    runs no tool or reasoning parser of its own."""
+def response_text(response: Mapping[str, Any]) -> tuple[str, Literal["stop", "length"]]:
+    """The text the model wrote, and how its turn finished, from an OpenAI chat-completion response
+    (dict) of a server that runs no tool parser (a split-off reasoning is put back in front)."""
     try:
         choice = response["choices"][0]
         msg = choice["message"]
-    except (KeyError, IndexError, TypeError):
+        msg.get
+    except (KeyError, IndexError, TypeError, AttributeError):
         raise InterpretError("response has no choices[0].message") from None
     if msg.get("tool_calls"):
         raise InterpretError("the server parsed tool calls itself; turn its tool parser off so that "
                              "tb_interpret stays the only interpreter")
     finish: Literal["stop", "length"] = "length" if choice.get("finish_reason") == "length" else "stop"
     text = msg.get("content") or ""
+    if not isinstance(text, str):
+        raise InterpretError(f"response content is not text: {str(text)[:80]!r}")
     # the first of the two keys servers use that holds a value ("reasoning_content": null with
     # "reasoning": "..." is how some servers answer)
     split = next((msg[k] for k in ("reasoning_content", "reasoning") if msg.get(k) is not None), None)
     if split is not None:  # the server split reasoning: rebuild the text the model wrote
         text = f"{THINK_START}\n{split}\n{THINK_END}\n\n{text}"
+    return text, finish
+
+
+def parse_response(response: Mapping[str, Any], **kw: Any) -> Completion:
+    """Evaluation path: interpret an OpenAI chat-completion response (dict) of a server that
+    runs no tool or reasoning parser of its own."""
+    text, finish = response_text(response)
     return parse(text, finish=finish, **kw)
 
 
 __all__ = [
     "Completion", "ToolCall", "Tool", "Toolset", "InterpretError", "Family", "FAMILIES",
-    "parse", "parse_ids", "parse_response", "split_reasoning", "schema_types",
-    "render", "merge_system", "TokenTrajectory",
+    "parse", "parse_ids", "parse_response", "response_text", "split_reasoning", "schema_types",
+    "render", "merge_system", "TokenTrajectory", "turn_text",
 ]

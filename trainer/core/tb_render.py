@@ -272,3 +272,23 @@ class TokenTrajectory:
         self.response_ids += delta
         self.response_mask += [0] * len(delta)
         return delta
+
+
+def turn_text(message: Mapping[str, Any], *, family: Family, enable_thinking: bool = True) -> str:
+    """The text a model writes for one assistant turn (reasoning, content, calls), after the
+    generation prompt and before its ``<|im_end|>``: so that ``render(history,
+    add_generation_prompt=True) + turn_text(m) + "<|im_end|>\\n" == render(history + [m])``.
+    Policies that write model text (the synthetic one) write it with this, in the family's markup."""
+    check_family(family)
+    m = dict(message)
+    if not enable_thinking:
+        m["reasoning_content"] = ""
+    full = render([{"role": "user", "content": "."}, m], family=family)
+    body = full[full.rindex(f"{IM_START}assistant\n") + len(f"{IM_START}assistant\n"):-len(f"{IM_END}\n")]
+    opened = render([{"role": "user", "content": "."}], family=family, add_generation_prompt=True,
+                    enable_thinking=enable_thinking)
+    prefix = opened[opened.rindex(f"{IM_START}assistant\n") + len(f"{IM_START}assistant\n"):]
+    if not body.startswith(prefix):  # the template wrote the turn differently from its own prompt
+        raise InterpretError(f"cannot write this turn for family {family!r}: the template does not open it "
+                             f"with the generation prompt {prefix!r}")
+    return body[len(prefix):]

@@ -1,0 +1,236 @@
+"""Policies: what writes the agent's turns. One interface, chosen by a spec string.
+
+    synthetic[:k=v,...]           follows the task's golden actions, deviating with a per-task
+                                  success probability; writes Qwen model text (trainer/rollout/synthetic.py)
+    openai:URL#MODEL[,k=v,...]    an OpenAI-compatible chat endpoint that runs no tool parser
+                                  (trainer/rollout/openai_policy.py)
+    tokens:URL#MODEL,tokenizer=PATH[,k=v,...]
+                                  token level: prompt ids -> generated ids + logprobs from an
+                                  OpenAI-compatible completions endpoint (vLLM) (openai_policy.py)
+    hf:PATH[,k=v,...]             a local transformers model on CPU (trainer/rollout/hf_policy.py)
+
+Two kinds of policy, one episode (trainer/rollout/episode.py):
+- chat-level (`tokenizer` None): `PolicySession.chat(messages, tools)` gets the conversation as
+  the model wrote it (system messages merged, assistant turns as their raw text) and returns the
+  turn's raw text or the server's raw response; tb_interpret reads it.
+- token-level (`tokenizer` set): the episode keeps a `TokenTrajectory` (prompt rendered by
+  tb_interpret, generated ids kept, tool/user turns appended as template deltas) and calls
+  `PolicySession.generate(prompt_ids)`; `tb_interpret.parse_ids` reads the ids. This is the
+  interface the verl agent loop drives through its server manager (`TokenClientPolicy` wraps any
+  async `generate` callable).
+
+A policy that cannot answer (endpoint down after its retries, a reply that is not a completion)
+raises `PolicyError`: a system error of the episode, never a score. Identities (`identity()`)
+name the kind, model and endpoint, never a key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Mapping, Sequence
+
+from trainer.core.tb_interpret import FAMILIES, Family
+
+
+class PolicyError(RuntimeError):
+    """The policy could not produce a turn (infrastructure, not the model's choice)."""
+
+
+class SpecError(ValueError):
+    """A --policy / --user / --judge spec that cannot be read (the message says what is expected)."""
+
+
+@dataclass
+class Generation:
+    """One assistant turn as the policy produced it; exactly one of `text`, `response` or `ids` is
+    what tb_interpret reads (in that order of preference: `ids` on the token path)."""
+
+    text: str | None = None  # raw model text, without <|im_end|>
+    response: dict[str, Any] | None = None  # a raw OpenAI chat-completion response
+    ids: list[int] | None = None  # generated token ids (token path, or returned by a server)
+    prompt_ids: list[int] | None = None  # what the server says it was prompted with, when it says
+    logprobs: list[float] | None = None  # one per generated id, when known
+    finish: str = "stop"  # "stop" | "length" (text path; the token path reads the stop token)
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class EpisodeInfo:
+    """What a policy session may know about its episode."""
+
+    task: Any  # trainer.env.tasks.Task
+    repetition: int
+    seed: int
+
+
+@dataclass
+class SamplingParams:
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 4096  # per turn
+
+
+class PolicySession:
+    """One episode's use of a policy (a session may keep state across turns)."""
+
+    async def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *,
+                   max_tokens: int) -> Generation:
+        raise NotImplementedError(f"{type(self).__name__} is token-level: use generate()")
+
+    async def generate(self, prompt_ids: list[int], *, max_tokens: int) -> Generation:
+        raise NotImplementedError(f"{type(self).__name__} is chat-level: use chat()")
+
+
+class Policy:
+    """Base class. `tokenizer` set means token-level (see the module docstring)."""
+
+    kind = "policy"
+    tokenizer: Any = None
+    max_context: int | None = None  # the model's context length in tokens, when known
+    synthetic = False
+
+    def __init__(self, *, family: Family = "hermes", thinking: bool = True,
+                 sampling: SamplingParams | None = None):
+        if family not in FAMILIES:
+            raise SpecError(f"family must be one of {', '.join(FAMILIES)}, not {family!r}")
+        self.family = family
+        self.thinking = thinking
+        self.sampling = sampling or SamplingParams()
+
+    def identity(self) -> dict[str, Any]:
+        return {"kind": self.kind, "family": self.family, "thinking": self.thinking}
+
+    def session(self, info: EpisodeInfo) -> PolicySession:
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        pass
+
+
+GenerateFn = Callable[[list[int], int, int], Awaitable[Generation]]  # (prompt_ids, max_tokens, seed)
+
+
+class TokenClientPolicy(Policy):
+    """A token-level policy around any async `generate(prompt_ids, max_tokens, seed)` (verl's
+    server manager in training; a completions endpoint in `tokens:`)."""
+
+    kind = "tokens"
+
+    def __init__(self, generate: GenerateFn, tokenizer: Any, *, name: str = "token-client",
+                 max_context: int | None = None, **kw: Any):
+        super().__init__(**kw)
+        self._generate = generate
+        self.tokenizer = tokenizer
+        self.max_context = max_context
+        self.name = name
+
+    def identity(self) -> dict[str, Any]:
+        return {**super().identity(), "model": self.name}
+
+    def session(self, info: EpisodeInfo) -> PolicySession:
+        return _TokenSession(self, info.seed)
+
+
+class _TokenSession(PolicySession):
+    def __init__(self, policy: TokenClientPolicy, seed: int):
+        self.policy, self.seed = policy, seed
+
+    async def generate(self, prompt_ids: list[int], *, max_tokens: int) -> Generation:
+        return await self.policy._generate(prompt_ids, max_tokens, self.seed)
+
+
+# ---------------------------------------------------------------------------- spec strings
+
+def split_spec(spec: str) -> tuple[str, str, dict[str, str]]:
+    """`KIND[:BODY][,k=v,...]` -> (kind, body, options). For `openai:`/`tokens:` the body is
+    `URL#MODEL` (options follow the model); for `synthetic:` and `scripted:` there is no body,
+    only options."""
+    kind, _, rest = spec.partition(":")
+    kind = kind.strip()
+    if not kind:
+        raise SpecError(f"empty spec {spec!r}")
+    body, opts = rest, {}
+    if kind in ("openai", "tokens"):
+        url, hash_, tail = rest.partition("#")
+        if not hash_ or not url:
+            raise SpecError(f"{spec!r}: expected {kind}:URL#MODEL[,k=v,...]")
+        model, *pairs = tail.split(",")
+        if not model:
+            raise SpecError(f"{spec!r}: the model after '#' is empty")
+        body = f"{url}#{model}"
+    elif kind == "hf":
+        body, *pairs = rest.split(",")
+        if not body:
+            raise SpecError(f"{spec!r}: expected hf:PATH[,k=v,...]")
+    else:
+        body, pairs = "", [p for p in rest.split(",") if p]
+    for p in pairs:
+        k, eq, v = p.partition("=")
+        if not eq or not k.strip():
+            raise SpecError(f"{spec!r}: option {p!r} is not k=v")
+        opts[k.strip()] = v.strip()
+    return kind, body, opts
+
+
+def option(opts: dict[str, str], name: str, cast: Callable[[str], Any], default: Any, spec: str) -> Any:
+    """`opts[name]` cast (removed from `opts`), or `default`; a bad value names the spec."""
+    if name not in opts:
+        return default
+    raw = opts.pop(name)
+    try:
+        return cast(raw)
+    except (TypeError, ValueError) as e:
+        raise SpecError(f"{spec!r}: option {name}={raw!r}: {e}") from None
+
+
+def truthy(v: str) -> bool:
+    if v.lower() in ("1", "true", "yes", "on"):
+        return True
+    if v.lower() in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("expected true/false")
+
+
+def no_more(opts: dict[str, str], spec: str, known: Sequence[str]) -> None:
+    if opts:
+        raise SpecError(f"{spec!r}: unknown option(s) {', '.join(sorted(opts))} (known: {', '.join(known)})")
+
+
+def sampling_from(opts: dict[str, str], spec: str) -> SamplingParams:
+    return SamplingParams(temperature=option(opts, "temperature", float, 1.0, spec),
+                          top_p=option(opts, "top_p", float, 1.0, spec),
+                          max_tokens=option(opts, "max_tokens", int, 4096, spec))
+
+
+SAMPLING_OPTIONS = ("temperature", "top_p", "max_tokens")
+
+
+def make_policy(spec: str, *, family: Family = "hermes", thinking: bool = True,
+                env: Mapping[str, str] | None = None) -> Policy:
+    """The policy a spec string names (see the module docstring; `tbt run --help` lists options)."""
+    kind, body, opts = split_spec(spec)
+    if kind == "synthetic":
+        from trainer.rollout.synthetic import SyntheticPolicy
+
+        return SyntheticPolicy.from_options(opts, spec, family=family, thinking=thinking)
+    if kind in ("openai", "tokens"):
+        from trainer.rollout import openai_policy
+
+        return openai_policy.from_spec(kind, body, opts, spec, family=family, thinking=thinking, env=env)
+    if kind == "hf":
+        from trainer.rollout.hf_policy import HFPolicy
+
+        return HFPolicy.from_options(body, opts, spec, family=family, thinking=thinking)
+    raise SpecError(f"{spec!r}: unknown policy kind {kind!r} (synthetic, openai, tokens, hf)")
+
+
+def stable_seed(*parts: Any) -> int:
+    """A 63-bit seed from any values, the same in every process (unlike `hash`)."""
+    h = hashlib.blake2b("\x1f".join(map(str, parts)).encode(), digest_size=8).digest()
+    return int.from_bytes(h, "big") >> 1
+
+
+__all__ = ["EpisodeInfo", "Generation", "Policy", "PolicyError", "PolicySession", "SamplingParams",
+           "SpecError", "TokenClientPolicy", "make_policy", "split_spec", "stable_seed"]

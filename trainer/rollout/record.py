@@ -1,0 +1,169 @@
+"""The episode record: one JSON line per (task uid, repetition), shared by `tbt run`, probes,
+training rollouts and evaluation. Every metric is computed from these.
+
+Version 1 fields (`EpisodeRecord`; every field is written, absent values are null):
+
+    version       RECORD_VERSION
+    uid           the task's uid ("<file basename>:<test name>")
+    repetition    0-based index of this run of the task
+    seed          the episode's seed (policy sampling, synthetic deviations, user)
+    attempt       0 for the first try; n for the n-th re-run after system errors
+    scenario      the task's scenario name
+    family        the model family whose markup was read ("hermes" | "xml")
+    policy, user, judge
+                  identities: {"kind", "model"?, "url"?, ...}, never a key or a header
+    messages      the episode as OpenAI-style chat dicts: system, user (the query first), assistant
+                  (`content`, `reasoning_content`, `tool_calls` with typed `arguments` and an `id`;
+                  a call tb_interpret rejected carries `"problem"`), tool (`tool_call_id`, `name`,
+                  `content` as the agent saw it). Assistant text a tool showed the user directly
+                  is an assistant message with `"direct": true`.
+    tokens        training path only: {"prompt_ids", "response_ids", "response_mask" (1: the
+                  model's), "logprobs" (one per response id, null where not the model's)}; the
+                  OpenAI path keeps {"prompt_ids", "response_ids"} per turn in `turns` when the
+                  server returns them
+    tool_calls    [{"name", "arguments", "result", "problem"?, "seconds"}] in call order
+    verdict       {passed, reward, system_error, explanation, lineno, judge_calls, diff}; `diff`
+                  maps server -> [{path, type, result, golden}] (what explains a 0)
+    end_reason    done | end_turn_tool | agent_limit | user_limit | no_user_llm | token_budget |
+                  time_budget | context_limit | system_error
+    system_error  null, or "<where>: <cause>" (then the episode is never scored)
+    usage         {"agent": {calls, input_tokens, output_tokens}, "user": {...}, "judge": {calls}}
+    timings       seconds per phase: open, agent, user, tools, effects, grade, close, total
+    turns         {"agent": n, "user": n}: agent turns counted as max_agent_sim_turns counts them
+    started_at    ISO 8601 UTC
+    synthetic     true when any model output came from the synthetic policy
+
+`reward` and `passed` are properties of the verdict; `key` is (uid, repetition).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+RECORD_VERSION = 1
+END_REASONS = ("done", "end_turn_tool", "agent_limit", "user_limit", "no_user_llm", "token_budget",
+               "time_budget", "context_limit", "system_error")
+
+
+@dataclass
+class EpisodeRecord:
+    uid: str
+    repetition: int
+    seed: int
+    scenario: str = ""
+    family: str = "hermes"
+    attempt: int = 0
+    policy: dict[str, Any] = field(default_factory=dict)
+    user: dict[str, Any] = field(default_factory=dict)
+    judge: dict[str, Any] = field(default_factory=dict)
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    tokens: dict[str, Any] | None = None
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    verdict: dict[str, Any] = field(default_factory=dict)
+    end_reason: str = "system_error"
+    system_error: str | None = None
+    usage: dict[str, dict[str, int]] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    turns: dict[str, int] = field(default_factory=dict)
+    started_at: str = ""
+    synthetic: bool = False
+    version: int = RECORD_VERSION
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.uid, self.repetition)
+
+    @property
+    def reward(self) -> float:
+        return float(self.verdict.get("reward") or 0.0)
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.verdict.get("passed")) and self.system_error is None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"), default=_jsonable)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> EpisodeRecord:
+        v = d.get("version")
+        if v != RECORD_VERSION:
+            raise ValueError(f"episode record version {v!r} is not {RECORD_VERSION} (uid {d.get('uid')!r})")
+        return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d})
+
+
+def _jsonable(x: Any) -> Any:
+    """Values a tool or test may hand back that JSON has no type for."""
+    if isinstance(x, (set, frozenset, tuple)):
+        return list(x)
+    if isinstance(x, bytes):
+        return x.decode("utf-8", "replace")
+    return repr(x)
+
+
+class RecordFileError(ValueError):
+    """A records file line that is not a record (names the file and line)."""
+
+
+def read_records(path: str | Path, *, repair: bool = False) -> list[EpisodeRecord]:
+    """Every record of a JSONL file, in order. A last line without its newline (a write cut by a
+    crash) is dropped, and with `repair` cut off the file, so appending stays line-aligned; any
+    other unreadable line is a `RecordFileError` naming the line."""
+    return [r for _, r in _iter_records(Path(path), repair)]
+
+
+def _iter_records(path: Path, repair: bool) -> Iterator[tuple[int, EpisodeRecord]]:
+    if not path.exists():
+        return
+    data = path.read_bytes()
+    end = len(data)
+    if data and not data.endswith(b"\n"):  # torn tail: the episode it held is re-run
+        end = data.rfind(b"\n") + 1
+        if repair:
+            with open(path, "r+b") as f:
+                f.truncate(end)
+    for lineno, line in enumerate(data[:end].splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            yield lineno, EpisodeRecord.from_dict(json.loads(line))
+        except (ValueError, TypeError) as e:
+            raise RecordFileError(f"{path}:{lineno}: not an episode record: {e}") from None
+
+
+class RecordWriter:
+    """Appends records, one line each, flushed and fsynced as written: a crash loses only the
+    episodes in flight, never a finished one, and never leaves half a line behind but the last
+    (which `read_records` drops)."""
+
+    def __init__(self, path: str | Path, *, fsync: bool = True):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._f = open(self.path, "ab")
+        self._fsync = fsync
+
+    def write(self, record: EpisodeRecord) -> None:
+        self._f.write((record.to_json() + "\n").encode("utf-8"))
+        self._f.flush()
+        if self._fsync:
+            os.fsync(self._f.fileno())
+
+    def close(self) -> None:
+        self._f.close()
+
+    def __enter__(self) -> RecordWriter:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+__all__ = ["END_REASONS", "RECORD_VERSION", "EpisodeRecord", "RecordFileError", "RecordWriter", "read_records"]

@@ -88,8 +88,15 @@ def test_top_level_epilog_lists_every_command():
     assert listed == set(LEAVES)
 
 
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("examples")
+    (d / "data").symlink_to(ROOT / "data")
+    return d
+
+
 @pytest.mark.parametrize("example", EXAMPLES, ids=EXAMPLES)
-def test_help_example_runs(example):
+def test_help_example_runs(example, run_dir):
     argv = shlex.split(example)[1:]
     if argv[0] == "serve-domain":  # a stdio server: a closed stdin ends it at once
         r = subprocess.run([sys.executable, "-m", "trainer.cli", *argv], cwd=ROOT, stdin=subprocess.DEVNULL,
@@ -100,6 +107,11 @@ def test_help_example_runs(example):
         pytest.skip("vLLM parsers env not built: bash scripts/setup_vllm_parsers_env.sh")
     cwd = os.getcwd()
     os.chdir(ROOT)  # examples name paths relative to the repository root
+    if argv[0] in ("run", "show"):  # they write records: in a scratch directory that sees data/
+        os.chdir(run_dir)
+        if argv[0] == "show" and not Path(argv[1]).exists():
+            assert invoke("run", "data/samples", "--policy", "synthetic", "--repeat", "2", "--output", argv[1],
+                          "--no-progress").exit_code == 0
     try:
         r = invoke(*argv)
     finally:

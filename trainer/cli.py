@@ -28,6 +28,7 @@ from trainer.domains import DOMAINS
 from trainer.domains.serve import serve_domain_command
 from trainer.env.errors import DatasetError, TaskFormatError
 from trainer.env.tasks import Dataset, load_dataset
+from trainer.run_cli import run_command, show_command
 
 if TYPE_CHECKING:  # the sandbox imports the MCP SDK (~1 s): only the commands that run one import it
     from trainer.env.mcp_host import ServerRegistry
@@ -39,6 +40,8 @@ EXAMPLES = {
     "validate-golden": "tbt validate-golden tests/fixtures/datasets/sandbox --perturb --noop",
     "parity": "tbt parity tests/conformance/records.jsonl",
     "serve-domain": "tbt serve-domain toy   (an MCP stdio server; a client speaks first)",
+    "run": "tbt run data/samples --policy synthetic --repeat 2 --output r.jsonl",
+    "show": "tbt show r.jsonl toy_loans.py:test_fine_correction",
 }
 
 
@@ -56,6 +59,8 @@ tasks_app = typer.Typer(help="Read ThinkingBox-format datasets.", no_args_is_hel
 app.add_typer(tasks_app, name="tasks")
 app.command("parity")(parity_command)
 app.command("serve-domain")(serve_domain_command)
+app.command("run")(run_command)
+app.command("show")(show_command)
 
 out = Console()
 

@@ -1,0 +1,240 @@
+"""The runner: every (task, repetition) of a run played once, recorded, resumable.
+
+`run_episodes` plays the planned episodes with `concurrency` in flight (asyncio) and appends each
+record to the output as it finishes (one line, flushed and fsynced: `RecordWriter`). Scored
+records go to `output`; every system-error attempt goes to `errors_output` and is re-run, up to
+`retries` more times in this run, then reported as unresolved (exit status 1 in the CLI).
+
+Resume: a rerun reads `output` first and skips every (uid, repetition) already recorded; a torn
+last line (a crash mid-write) is cut off and that episode re-run. So Ctrl-C or a crash loses at
+most the episodes in flight; deleting lines and rerunning restores exactly those; a rerun retries
+episodes that ended in system errors (their earlier attempts stay in `errors_output`, and the
+attempt number goes on from there).
+
+Seeds: an episode's seed is `stable_seed("episode", run seed, uid, repetition)`: the same in
+every process and on every attempt, so a re-run replays the same sampling where the policy can.
+
+Where episodes run is an `Execute` function: `local_execute` (this process) or `RayExecute`
+(async actors on a Ray cluster's CPU workers, each building the setup from the picklable
+`RunSpec`): same records, same resume, the driver alone writes the files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import math
+import os
+import time
+import traceback
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Awaitable, Callable, Sequence
+
+from trainer.env.tasks import Task
+from trainer.rollout.episode import EpisodeSetup, run_episode
+from trainer.rollout.policy import stable_seed
+from trainer.rollout.record import EpisodeRecord, RecordWriter, read_records
+
+Execute = Callable[[Task, int, int, int], Awaitable[EpisodeRecord]]  # (task, repetition, seed, attempt)
+
+
+def episode_seed(run_seed: int, uid: str, repetition: int) -> int:
+    return stable_seed("episode", run_seed, uid, repetition)
+
+
+def default_errors_path(output: str | Path) -> Path:
+    p = Path(output)
+    return p.with_name(p.stem + ".errors.jsonl")
+
+
+@dataclass
+class RunResult:
+    planned: int = 0  # tasks x repeats
+    already: int = 0  # recorded before this run
+    written: int = 0  # scored records written now
+    passed: int = 0  # of those written now
+    attempts_failed: int = 0  # system-error attempts written to the errors file
+    unresolved: list[tuple[str, int, str]] = field(default_factory=list)  # (uid, rep, cause) after the retries
+    interrupted: bool = False
+    seconds: float = 0.0
+
+    @property
+    def rate(self) -> float:
+        return (self.written + self.attempts_failed) / self.seconds if self.seconds else 0.0
+
+
+def local_execute(setup: EpisodeSetup) -> Execute:
+    async def execute(task: Task, repetition: int, seed: int, attempt: int) -> EpisodeRecord:
+        return await run_episode(task, setup, repetition=repetition, seed=seed, attempt=attempt)
+
+    return execute
+
+
+def _crashed(task: Task, repetition: int, seed: int, attempt: int, e: BaseException) -> EpisodeRecord:
+    cause = f"runner: {type(e).__name__}: {e}"
+    return EpisodeRecord(uid=task.uid, repetition=repetition, seed=seed, attempt=attempt, scenario=task.scenario.name,
+                         end_reason="system_error", system_error=cause,
+                         verdict={"passed": False, "reward": 0.0, "system_error": cause,
+                                  "explanation": traceback.format_exc(limit=6), "lineno": None, "judge_calls": [],
+                                  "diff": {}})
+
+
+class _Progress:
+    """A rich progress bar with rate, ETA and running pass rate (nothing when disabled)."""
+
+    def __init__(self, enabled: bool, total: int, done: int):
+        self.bar = None
+        if not enabled:
+            return
+        from rich.console import Console
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                                   TimeRemainingColumn)
+
+        self.bar = Progress(TextColumn("episodes"), BarColumn(), MofNCompleteColumn(),
+                            TextColumn("{task.fields[rate]} ep/s"), TimeElapsedColumn(), TextColumn("ETA"),
+                            TimeRemainingColumn(), TextColumn("pass {task.fields[pass_rate]}"),
+                            TextColumn("sys-err {task.fields[errors]}"), console=Console(stderr=True))
+        self.task = self.bar.add_task("run", total=total, completed=done, rate="-", pass_rate="-", errors=0)
+        self.t0 = time.perf_counter()
+        self.bar.start()
+
+    def update(self, r: RunResult, advance: int) -> None:
+        if self.bar is None:
+            return
+        dt = time.perf_counter() - self.t0
+        rate = f"{(r.written + r.attempts_failed) / dt:.1f}" if dt > 0 else "-"
+        pr = f"{r.passed / r.written:.1%}" if r.written else "-"
+        self.bar.update(self.task, advance=advance, rate=rate, pass_rate=pr, errors=r.attempts_failed)
+
+    def stop(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+async def run_episodes(tasks: Sequence[Task], repeat: int, execute: Execute, *, output: str | Path,
+                       errors_output: str | Path | None = None, concurrency: int = 8, retries: int = 2,
+                       seed: int = 0, progress: bool = False) -> RunResult:
+    """Play every (task, repetition) not yet in `output` (module docstring); returns the tally."""
+    if repeat < 1 or concurrency < 1 or retries < 0:
+        raise ValueError("repeat and concurrency must be at least 1, retries at least 0")
+    errors_output = Path(errors_output) if errors_output else default_errors_path(output)
+    done = {r.key for r in read_records(output, repair=True)}
+    tried = Counter(r.key for r in read_records(errors_output, repair=True))
+    result = RunResult(planned=len(tasks) * repeat)
+    todo: asyncio.Queue[tuple[Task, int, int]] = asyncio.Queue()
+    for task in tasks:
+        for rep in range(repeat):
+            if (task.uid, rep) in done:
+                result.already += 1
+            else:
+                todo.put_nowait((task, rep, tried[(task.uid, rep)]))
+    left = todo.qsize()
+    bar = _Progress(progress, result.planned, result.already)
+    t0 = time.perf_counter()
+    writer, errors = RecordWriter(output), RecordWriter(errors_output)
+    in_run: Counter[tuple[str, int]] = Counter()
+
+    async def worker() -> None:
+        nonlocal left
+        while left > 0:
+            try:
+                task, rep, attempt = todo.get_nowait()
+            except asyncio.QueueEmpty:  # the last ones are in flight; a retry may still come back
+                await asyncio.sleep(0.01)
+                continue
+            s = episode_seed(seed, task.uid, rep)
+            try:
+                rec = await execute(task, rep, s, attempt)
+            except Exception as e:  # an executor that broke (a dead worker): a system error like any other
+                rec = _crashed(task, rep, s, attempt, e)
+            if rec.system_error is None:
+                writer.write(rec)
+                result.written += 1
+                result.passed += rec.passed
+                left -= 1
+                bar.update(result, 1)
+                continue
+            errors.write(rec)
+            result.attempts_failed += 1
+            in_run[rec.key] += 1
+            if in_run[rec.key] <= retries:
+                todo.put_nowait((task, rep, attempt + 1))
+                bar.update(result, 0)
+            else:
+                result.unresolved.append((task.uid, rep, rec.system_error))
+                left -= 1
+                bar.update(result, 1)
+
+    try:
+        await asyncio.gather(*(worker() for _ in range(min(concurrency, max(left, 1)))))
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        result.interrupted = True
+        raise
+    finally:
+        result.seconds = time.perf_counter() - t0
+        bar.stop()
+        writer.close()
+        errors.close()
+    return result
+
+
+# ---------------------------------------------------------------------------- Ray
+
+class EpisodeWorker:
+    """A Ray actor body: builds the run's setup once from the `RunSpec` dict, then plays episodes
+    (async: several in flight per actor)."""
+
+    def __init__(self, spec: dict[str, Any]):
+        from trainer.rollout.episode import EpisodeConfig
+        from trainer.rollout.setup import RunSpec, build_setup, load_run_dataset
+
+        spec = dict(spec)
+        run = RunSpec(**{**spec, "config": EpisodeConfig(**spec["config"])})
+        self.dataset = load_run_dataset(run)
+        self.setup = build_setup(run, self.dataset)
+
+    async def run(self, uid: str, repetition: int, seed: int, attempt: int) -> dict[str, Any]:
+        rec = await run_episode(self.dataset.tasks[uid], self.setup, repetition=repetition, seed=seed, attempt=attempt)
+        return rec.to_dict()
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+class RayExecute:
+    """Episodes on Ray actors (`RAY_ADDRESS`, or a local cluster when unset): `workers` actors,
+    `concurrency` episodes in flight over all of them."""
+
+    def __init__(self, spec: Any, *, workers: int | None = None, concurrency: int = 8):
+        import ray
+
+        if not ray.is_initialized():
+            ray.init(address=os.environ.get("RAY_ADDRESS") or None, include_dashboard=False,
+                     log_to_driver=False, configure_logging=False)
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+        n = max(1, min(workers or cpus, concurrency))
+        per = math.ceil(concurrency / n)
+        actor = ray.remote(num_cpus=max(0.01, min(1.0, cpus / n)), max_concurrency=per)(EpisodeWorker)
+        self.actors = [actor.remote(spec.to_dict()) for _ in range(n)]
+        self._next = itertools.cycle(range(n))
+
+    async def __call__(self, task: Task, repetition: int, seed: int, attempt: int) -> EpisodeRecord:
+        d = await self.actors[next(self._next)].run.remote(task.uid, repetition, seed, attempt)
+        return EpisodeRecord.from_dict(d)
+
+    def worker_pids(self) -> list[int]:
+        import ray
+
+        return ray.get([a.pid.remote() for a in self.actors])
+
+    def shutdown(self) -> None:
+        import ray
+
+        for a in self.actors:
+            ray.kill(a)
+
+
+__all__ = ["EpisodeWorker", "Execute", "RayExecute", "RunResult", "default_errors_path", "episode_seed",
+           "local_execute", "run_episodes"]

@@ -1,0 +1,124 @@
+"""What a run is made of, as plain data (`RunSpec`), and the episode setup built from it.
+
+A `RunSpec` is picklable, so a Ray worker builds the same setup in its own process as the driver
+does locally: the dataset, the server registry (the internal domains named by an import path,
+`module:attribute`, resolved where it is built), the policy, the user and the judge from their
+spec strings.
+
+Judge specs (`--judge`):
+    openai:URL#MODEL[,key_env=VAR,timeout=S,retries=N]   `ChatJudge` (key from VAR, default TBT_JUDGE_API_KEY)
+    synthetic                                             answers every question Yes (`SyntheticJudge`)
+    none                                                  no judge: a test that asks one is a system error
+Without `--user`: `scripted` for a synthetic policy, else none. Without `--judge`: `TBT_JUDGE_URL` (and `TBT_JUDGE_MODEL`, `TBT_JUDGE_API_KEY`) when set, else
+`synthetic` for a synthetic policy, else none.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import httpx
+
+from trainer.core.tb_interpret import Family
+from trainer.env.judge import ChatJudge, Judge, JudgeConfig
+from trainer.env.mcp_host import ServerRegistry
+from trainer.env.tasks import Dataset, load_dataset
+from trainer.rollout.episode import EpisodeConfig, EpisodeSetup
+from trainer.rollout.policy import SpecError, make_policy, no_more, option, split_spec
+from trainer.rollout.synthetic import SyntheticJudge
+from trainer.rollout.user import make_user
+
+DEFAULT_DOMAINS = "trainer.domains:DOMAINS"
+
+
+@dataclass
+class RunSpec:
+    dataset: str
+    policy: str
+    test_list: str | None = None
+    user: str | None = None
+    judge: str | None = None
+    servers: str | None = None  # a servers.yaml
+    python: str | None = None  # the interpreter for {python} in servers.yaml
+    domains: str | None = DEFAULT_DOMAINS  # import path of {name: factory}; None: no internal servers
+    family: Family = "hermes"
+    thinking: bool = True
+    agent: str | None = None
+    config: EpisodeConfig = field(default_factory=EpisodeConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def resolve(path: str) -> Any:
+    mod, _, attr = path.partition(":")
+    if not attr:
+        raise SpecError(f"{path!r}: expected module:attribute")
+    return getattr(importlib.import_module(mod), attr)
+
+
+def make_registry(spec: RunSpec) -> ServerRegistry:
+    domains = resolve(spec.domains) if spec.domains else {}
+    if spec.servers:
+        return ServerRegistry.from_yaml(Path(spec.servers), python=spec.python, domains=domains)
+    return ServerRegistry(domains=domains)
+
+
+def make_judge(spec: str | None, *, synthetic_policy: bool, env: Mapping[str, str] | None = None) -> tuple[Judge, dict[str, Any]]:
+    """The judge a spec names, and its identity for records (never a key)."""
+    env = os.environ if env is None else env
+    if spec is None:
+        cfg = JudgeConfig.from_env(dict(env))
+        if cfg is not None:
+            return ChatJudge(cfg), _chat_identity(cfg)
+        spec = "synthetic" if synthetic_policy else "none"
+    kind, body, opts = split_spec(spec)
+    if kind == "synthetic":
+        no_more(opts, spec, [])
+        return SyntheticJudge(), {"kind": "synthetic"}
+    if kind == "none":
+        return Judge(), {"kind": "none"}
+    if kind == "openai":
+        url, _, model = body.partition("#")
+        key_env = opts.pop("key_env", "TBT_JUDGE_API_KEY")
+        cfg = JudgeConfig(url=url, model=model, api_key=env.get(key_env) or None,
+                          timeout_s=option(opts, "timeout", float, 60.0, spec),
+                          retries=option(opts, "retries", int, 3, spec))
+        no_more(opts, spec, ["key_env", "timeout", "retries"])
+        return ChatJudge(cfg), _chat_identity(cfg)
+    raise SpecError(f"{spec!r}: unknown judge kind {kind!r} (openai, synthetic, none)")
+
+
+def _chat_identity(cfg: JudgeConfig) -> dict[str, Any]:
+    where = str(httpx.URL(cfg.url).copy_with(username=None, password=None, query=None))
+    return {"kind": "openai", "url": where, "model": cfg.model}
+
+
+def load_run_dataset(spec: RunSpec) -> Dataset:
+    return load_dataset(spec.dataset, test_list=spec.test_list)
+
+
+def build_setup(spec: RunSpec, dataset: Dataset) -> EpisodeSetup:
+    """Everything the episodes of a run share, from its spec (raises `SpecError` on a bad spec)."""
+    policy = make_policy(spec.policy, family=spec.family, thinking=spec.thinking)
+    user = make_user(spec.user if spec.user is not None else ("scripted" if policy.synthetic else None))
+    judge, judge_id = make_judge(spec.judge, synthetic_policy=policy.synthetic)
+    return EpisodeSetup(make_registry(spec), dataset.agent(spec.agent), policy, user, judge, judge_id, spec.config)
+
+
+async def close_setup(setup: EpisodeSetup) -> None:
+    await setup.policy.aclose()
+    if setup.user is not None:
+        await setup.user.aclose()
+    close = getattr(setup.judge, "close", None)
+    if close is not None:
+        close()
+    setup.registry.close()
+
+
+__all__ = ["DEFAULT_DOMAINS", "RunSpec", "build_setup", "close_setup", "load_run_dataset", "make_judge",
+           "make_registry", "resolve"]

@@ -1,0 +1,187 @@
+"""`tbt run` and `tbt show`: play episodes and read them back (registered by trainer/cli.py).
+
+Exit codes as the rest of `tbt`: 0 done, 1 episodes left unresolved by system errors (listed),
+2 bad input (a spec, a path, a uid), one clear message on stderr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from collections import Counter
+from pathlib import Path
+from typing import Annotated, NoReturn, Optional
+
+import typer
+from rich.console import Console
+
+from trainer.env.errors import DatasetError, TaskFormatError
+
+POLICY_HELP = """Policy spec. synthetic[:p=0.7,dist=uniform|bimodal|beta:A:B,map=FILE.yaml,seed=N,ask=BOOL,tokenizer=PATH]
+follows the golden actions, deviating with a per-task probability (writes Qwen model text);
+openai:URL#MODEL[,temperature=T,top_p=P,max_tokens=N,timeout=S,retries=N,key_env=VAR,token_ids=1,max_context=N,vllm=1]
+an OpenAI-compatible chat endpoint running no tool parser (key from $TBT_POLICY_API_KEY or key_env);
+tokens:URL#MODEL,tokenizer=PATH[,...] token ids in and out through a completions endpoint (vLLM);
+hf:PATH[,temperature=T,max_tokens=N,dtype=float32] a local transformers model on CPU."""
+USER_HELP = ("Simulated user spec: scripted[:first=TEXT] (replies from the task's user context), "
+             "openai:URL#MODEL[,temperature=T,seed=N,key_env=VAR] (key from $TBT_USER_API_KEY), or none. "
+             "Default: scripted for a synthetic policy, else none (an agent that hands the turn over "
+             "then ends the episode with no_user_llm).")
+JUDGE_HELP = ("Judge spec: openai:URL#MODEL[,key_env=VAR,timeout=S,retries=N], synthetic (answers Yes), none. "
+              "Default: $TBT_JUDGE_URL/$TBT_JUDGE_MODEL when set, else synthetic for a synthetic policy, else none.")
+
+err = Console(stderr=True)
+out = Console()
+
+
+def _fail(msg: str) -> NoReturn:
+    err.print(msg, markup=False, highlight=False)
+    raise typer.Exit(2)
+
+
+def run_command(
+    dataset: Annotated[Path, typer.Argument(exists=True, file_okay=False, help="ThinkingBox dataset directory.")],
+    policy: Annotated[str, typer.Option("--policy", help=POLICY_HELP)],
+    output: Annotated[Path, typer.Option("--output", "-o", dir_okay=False, help="Records (JSONL), appended; resumes.")],
+    test_list: Annotated[Optional[Path], typer.Option("--test-list", exists=True, dir_okay=False,
+                                                      help="Only the tasks of this list.")] = None,
+    user: Annotated[Optional[str], typer.Option("--user", help=USER_HELP)] = None,
+    judge: Annotated[Optional[str], typer.Option("--judge", help=JUDGE_HELP)] = None,
+    servers: Annotated[Optional[Path], typer.Option("--servers", exists=True, dir_okay=False, help=(
+        "ThinkingBox servers.yaml; servers not in it are our in-process domains. "
+        "Default: DATASET/servers.yaml if present."))] = None,
+    python: Annotated[Optional[str], typer.Option("--python", help="Interpreter for {python} in servers.yaml.")] = None,
+    strip_sources: Annotated[bool, typer.Option("--strip-sources", help="Drop world_state.*.sources.")] = False,
+    repeat: Annotated[int, typer.Option("--repeat", "-n", min=1, help="Episodes per task.")] = 1,
+    concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Episodes in flight.")] = 8,
+    errors_output: Annotated[Optional[Path], typer.Option("--errors-output", dir_okay=False, help=(
+        "System-error attempts (JSONL). Default: OUTPUT's name with .errors.jsonl."))] = None,
+    retries: Annotated[int, typer.Option("--retries", min=0, help="Re-runs of a system error in this run.")] = 2,
+    seed: Annotated[int, typer.Option("--seed", help="Run seed (each episode's seed derives from it).")] = 0,
+    family: Annotated[str, typer.Option("--family", help="Model family: hermes (Qwen3) or xml (Qwen3-Coder, Qwen3.5+).")] = "hermes",
+    thinking: Annotated[bool, typer.Option("--thinking/--no-thinking", help="Reasoning on (Qwen enable_thinking).")] = True,
+    agent: Annotated[Optional[str], typer.Option("--agent", help="Agent name (default: the dataset's only one).")] = None,
+    max_tokens_total: Annotated[Optional[int], typer.Option("--max-episode-tokens", help="Budget: the agent's generated tokens per episode.")] = None,
+    max_seconds: Annotated[Optional[float], typer.Option("--max-episode-seconds", help="Budget: wall seconds per episode.")] = None,
+    max_context: Annotated[Optional[int], typer.Option("--max-context", help="Budget: context length in tokens.")] = None,
+    call_timeout: Annotated[float, typer.Option("--call-timeout", help="Seconds per tool call (past it: a system error).")] = 30.0,
+    isolate: Annotated[bool, typer.Option("--isolate-tests", help="Run test functions in a subprocess.")] = False,
+    use_ray: Annotated[bool, typer.Option("--ray", help="Spread episodes over a Ray cluster (also when RAY_ADDRESS is set).")] = False,
+    ray_workers: Annotated[Optional[int], typer.Option("--ray-workers", min=1, help="Ray actors (default: the cluster's CPUs).")] = None,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show the progress bar.")] = True,
+) -> None:
+    """Play every task REPEAT times with a policy; append one record per episode to OUTPUT.
+
+    Rerunning skips every (uid, repetition) already in OUTPUT and re-runs the rest, so a crash or
+    Ctrl-C loses at most the episodes in flight. System errors (an endpoint or server fault) are
+    never scored: each attempt goes to --errors-output and is re-run up to --retries times; what
+    is still failing is listed, exit 1. Records: docs/episodes.md.
+
+    Against served models (docs/episodes.md): --policy openai:http://localhost:8000/v1#Qwen/Qwen3-8B
+    --user openai:http://localhost:8001/v1#Qwen/Qwen3-32B; on a Ray cluster add --ray.
+
+    \b
+    Examples:
+      tbt run data/samples --policy synthetic --repeat 2 --output r.jsonl
+      tbt run data/samples --test-list data/samples/lists/toy.yaml --policy synthetic:dist=bimodal,seed=3 -n 4 -o probes.jsonl
+    """
+    import os
+
+    from trainer.rollout.episode import EpisodeConfig
+    from trainer.rollout.policy import SpecError
+    from trainer.rollout.record import RecordFileError
+    from trainer.rollout.runner import RayExecute, local_execute, run_episodes
+    from trainer.rollout.setup import RunSpec, build_setup, close_setup, load_run_dataset
+
+    if family not in ("hermes", "xml"):
+        _fail(f"error: --family {family!r}: expected hermes or xml")
+    if python is not None and shutil.which(python) is None:
+        _fail(f"error: --python {python}: no such executable")
+    default_servers = dataset / "servers.yaml"
+    servers = servers or (default_servers if default_servers.is_file() else None)
+    spec = RunSpec(dataset=str(dataset.resolve()), policy=policy, test_list=str(test_list.resolve()) if test_list else None,
+                   user=user, judge=judge, servers=str(servers.resolve()) if servers else None, python=python,
+                   family=family, thinking=thinking, agent=agent,  # type: ignore[arg-type]
+                   config=EpisodeConfig(max_total_tokens=max_tokens_total, max_seconds=max_seconds,
+                                        max_context=max_context, call_timeout=call_timeout,
+                                        isolate_tests=isolate, strip_sources=strip_sources))
+    try:
+        ds = load_run_dataset(spec)
+    except (DatasetError, TaskFormatError) as e:
+        _fail(f"error: {e}")
+    for e in ds.errors:
+        err.print(f"error  {e}", markup=False, highlight=False)
+    try:
+        setup = build_setup(spec, ds)
+    except (SpecError, TaskFormatError, DatasetError, KeyError) as e:
+        _fail(f"error: {e}")
+    tasks = [t for t in ds.tasks.values() if not t.skip]
+    ray_exec = None
+    try:
+        if use_ray or os.environ.get("RAY_ADDRESS"):
+            ray_exec = RayExecute(spec, workers=ray_workers, concurrency=concurrency)
+            execute = ray_exec
+        else:
+            execute = local_execute(setup)
+        result = asyncio.run(run_episodes(tasks, repeat, execute, output=output, errors_output=errors_output,
+                                          concurrency=concurrency, retries=retries, seed=seed, progress=progress))
+    except RecordFileError as e:
+        _fail(f"error: {e}")
+    except KeyboardInterrupt:
+        err.print("interrupted: every finished episode is recorded; rerun the same command to resume")
+        raise typer.Exit(130)
+    finally:
+        asyncio.run(close_setup(setup))
+        if ray_exec is not None:
+            ray_exec.shutdown()
+    scored = result.written
+    rate = f"{result.passed / scored:.1%}" if scored else "-"
+    out.print(f"{len(tasks)} task(s) × {repeat} = {result.planned} episode(s): {result.already} already recorded, "
+              f"{scored} written now (pass {rate}), {result.attempts_failed} system-error attempt(s), "
+              f"{len(result.unresolved)} unresolved, {result.seconds:.1f} s ({result.rate:.1f} episodes/s) → {output}",
+              markup=False, highlight=False)
+    if result.unresolved:
+        causes = Counter(c for _, _, c in result.unresolved)
+        for uid, rep, cause in result.unresolved[:20]:
+            err.print(f"unresolved  {uid} #{rep}: {cause}", markup=False, highlight=False)
+        if len(result.unresolved) > 20:
+            err.print(f"... and {len(result.unresolved) - 20} more ({len(causes)} distinct causes)")
+        raise typer.Exit(1)
+
+
+def show_command(
+    records: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="Records file (JSONL) of tbt run.")],
+    uid: Annotated[Optional[str], typer.Argument(help="Task uid; omitted: a table of every episode.")] = None,
+    repetition: Annotated[Optional[int], typer.Option("--repetition", "-r", help="Which repetition (default: all of the uid).")] = None,
+    failed: Annotated[bool, typer.Option("--failed", help="Only failed episodes (and system errors).")] = False,
+) -> None:
+    """Print episodes of a records file: a table, or one task's episodes with verdict and diff.
+
+    \b
+    Examples:
+      tbt show r.jsonl
+      tbt show r.jsonl toy_loans.py:test_fine_correction -r 0
+      tbt show r.jsonl --failed
+    """
+    from trainer.rollout.record import RecordFileError, read_records
+    from trainer.rollout.show import render_episode, summary_table
+
+    try:
+        recs = read_records(records)
+    except RecordFileError as e:
+        _fail(f"error: {e}")
+    if failed:
+        recs = [r for r in recs if not r.passed]
+    if uid is None:
+        out.print(summary_table(recs))
+        return
+    chosen = [r for r in recs if r.uid == uid and (repetition is None or r.repetition == repetition)]
+    if not chosen:
+        known = sorted({r.uid for r in recs})
+        import difflib
+
+        close = difflib.get_close_matches(uid, known, n=3)
+        _fail(f"error: {records}: no episode of {uid!r}" + (f" repetition {repetition}" if repetition is not None else "")
+              + (f"; did you mean {', '.join(close)}?" if close else ""))
+    for r in chosen:
+        out.print(render_episode(r))

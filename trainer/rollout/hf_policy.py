@@ -1,0 +1,139 @@
+"""The `hf:` policy: a local transformers causal LM on CPU, token level.
+
+`hf:PATH[,k=v,...]` loads `AutoModelForCausalLM` and `AutoTokenizer` from the directory PATH
+(local files only, eval mode) and plays the agent through the token path of the episode
+(trainer/rollout/episode.py): prompt ids in, generated ids and their logprobs out. It is the policy
+for small checkpoints and for testing the token path end to end without a server or a GPU.
+
+Options:
+    temperature=FLOAT   sampling temperature (default 1.0); 0 means greedy
+    top_p=FLOAT         nucleus sampling (default 1.0: off)
+    max_tokens=INT      per-turn generation limit (default 4096)
+    dtype=NAME          float32 (default), bfloat16 or float16
+    threads=INT         torch intra-op threads (process-wide: `torch.set_num_threads`)
+
+The sampling distribution is exactly the spec's: the model's own generation_config.json (Qwen's
+says top_k=20, temperature 0.6, ...) is replaced by a blank one at load time, and top_k is off.
+
+Generation stops on any of `tb_render.STOP_TOKENS` (``<|im_end|>``, ``<|endoftext|>``); the stop
+token is kept in the returned ids, so `tb_interpret.parse_ids` reads how the turn finished.
+
+Reproducibility: each `generate` call seeds torch's CPU generator from (episode seed, call index)
+inside `torch.random.fork_rng`, so an episode with the same seed yields the same ids. The model is
+run by one thread at a time (a lock per policy object): concurrent episodes queue. transformers'
+sampling draws from torch's global CPU generator (it takes no `torch.Generator`), so two *different*
+HF policies sampling at the same moment in one process could interleave their draws; one model per
+process, the way `tbt run` uses it, is reproducible.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from typing import Any
+
+from trainer.core.tb_render import STOP_TOKENS
+from trainer.rollout.policy import (SAMPLING_OPTIONS, EpisodeInfo, Generation, Policy, PolicySession, SpecError,
+                                    no_more, option, sampling_from, stable_seed)
+
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+class HFPolicy(Policy):
+    kind = "hf"
+
+    def __init__(self, model: Any, tokenizer: Any, *, path: str, dtype: str = "float32", **kw: Any):
+        super().__init__(**kw)
+        self.model = model
+        self.tokenizer = tokenizer
+        self.path = path
+        self.dtype = dtype
+        self.max_context = getattr(model.config, "max_position_embeddings", None)
+        self.stop_ids = [tokenizer.convert_tokens_to_ids(t) for t in STOP_TOKENS]
+        self.lock = threading.Lock()  # one generate() at a time on this model
+
+    @classmethod
+    def from_options(cls, body: str, opts: dict[str, str], spec: str, **kw: Any) -> HFPolicy:
+        sampling = sampling_from(opts, spec)
+        dtype = option(opts, "dtype", str, "float32", spec)
+        threads = option(opts, "threads", int, None, spec)
+        no_more(opts, spec, [*SAMPLING_OPTIONS, "dtype", "threads"])
+        if dtype not in DTYPES:
+            raise SpecError(f"{spec!r}: option dtype={dtype!r}: expected one of {', '.join(DTYPES)}")
+        if threads is not None and threads < 1:
+            raise SpecError(f"{spec!r}: option threads={threads}: expected a positive integer")
+        if sampling.temperature < 0 or not 0 < sampling.top_p <= 1:
+            raise SpecError(f"{spec!r}: expected temperature >= 0 and 0 < top_p <= 1")
+        if not Path(body).is_dir():
+            raise SpecError(f"{spec!r}: no model directory {body!r}")
+        import torch
+
+        if threads is not None:
+            torch.set_num_threads(threads)
+        model, tokenizer = _load(body, getattr(torch, dtype), spec)
+        return cls(model, tokenizer, path=body, dtype=dtype, sampling=sampling, **kw)
+
+    def identity(self) -> dict[str, Any]:
+        s = self.sampling
+        return {**super().identity(), "model": self.path, "dtype": self.dtype, "temperature": s.temperature,
+                "top_p": s.top_p, "max_tokens": s.max_tokens}
+
+    def session(self, info: EpisodeInfo) -> PolicySession:
+        return _Session(self, info.seed)
+
+    def sample(self, prompt_ids: list[int], max_tokens: int, seed: int) -> Generation:
+        """One turn, synchronously (the session runs it in a worker thread).
+
+        `logprobs` are those of the distribution the token was drawn from: log-softmax of the
+        processed scores (`output_scores`: logits / temperature, top_p applied; the raw logits
+        when greedy). With temperature 1 and top_p 1 they are the model's own logprobs (what vLLM
+        reports by default); otherwise they differ from them.
+        """
+        import torch
+        from transformers import GenerationConfig
+
+        s = self.sampling
+        greedy = s.temperature == 0
+        config = GenerationConfig(
+            do_sample=not greedy, temperature=None if greedy else s.temperature, top_p=None if greedy else s.top_p,
+            top_k=None if greedy else 0, max_new_tokens=max_tokens, eos_token_id=self.stop_ids,
+            pad_token_id=self.stop_ids[0], output_scores=True, return_dict_in_generate=True)
+        inputs = torch.tensor([prompt_ids], dtype=torch.long)
+        with self.lock, torch.random.fork_rng(devices=[]), torch.inference_mode():
+            torch.manual_seed(seed)
+            out = self.model.generate(inputs, attention_mask=torch.ones_like(inputs), generation_config=config)
+        ids = out.sequences[0, len(prompt_ids):].tolist()[:len(out.scores)]
+        logprobs = [torch.log_softmax(step[0].float(), dim=-1)[i].item() for step, i in zip(out.scores, ids)]
+        return Generation(ids=ids, logprobs=logprobs, input_tokens=len(prompt_ids), output_tokens=len(ids))
+
+
+def _load(path: str, dtype: Any, spec: str) -> tuple[Any, Any]:
+    """Model (eval mode, CPU, a blank generation config) and tokenizer from `path`; any failure
+    is a `SpecError` naming it."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=True)
+    except Exception as e:  # OSError, ValueError, KeyError...: whatever a bad directory raises
+        raise SpecError(f"{spec!r}: cannot load a causal LM from {path!r}: {type(e).__name__}: {e}") from None
+    unknown = [t for t in STOP_TOKENS if tokenizer.convert_tokens_to_ids(t) in (None, tokenizer.unk_token_id)]
+    if unknown:
+        raise SpecError(f"{spec!r}: the tokenizer in {path!r} has no {', '.join(unknown)} (not a Qwen chat tokenizer)")
+    model.generation_config = GenerationConfig()
+    return model.to("cpu").eval(), tokenizer
+
+
+class _Session(PolicySession):
+    def __init__(self, policy: HFPolicy, seed: int):
+        self.policy, self.seed = policy, seed
+        self.calls = 0
+
+    async def generate(self, prompt_ids: list[int], *, max_tokens: int) -> Generation:
+        seed = stable_seed("hf", self.seed, self.calls)
+        self.calls += 1
+        return await asyncio.to_thread(self.policy.sample, list(prompt_ids), max_tokens, seed)
+
+
+__all__ = ["DTYPES", "HFPolicy"]

@@ -15,6 +15,8 @@ per-server init config (`Task.world_state()`), the golden actions, and the compi
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -193,6 +195,13 @@ class Task:
     @property
     def skip(self) -> bool:
         return any(t.lower() == "skip" for t in self.tags)
+
+    def fingerprint(self) -> str:
+        """SHA-256 of what the task asks (query, user context, test init) as canonical JSON: the
+        same for a renamed copy of a task, different once its content changes."""
+        body = json.dumps({"query": self.query, "user_context": self.user_context or "", "init": self.init},
+                          sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+        return hashlib.sha256(body.encode("utf-8")).hexdigest()
 
     def world_state(self) -> dict[str, Any]:
         """Per-server config passed to each server's `__reserved__init` (scenario ⊕ init)."""

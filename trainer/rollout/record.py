@@ -9,6 +9,8 @@ Version 1 fields (`EpisodeRecord`; every field is written, absent values are nul
     seed          the episode's seed (policy sampling, synthetic deviations, user)
     attempt       0 for the first try; n for the n-th re-run after system errors
     scenario      the task's scenario name
+    fingerprint   `Task.fingerprint()`: SHA-256 of the task's query, user context and init (records
+                  of a task whose content has since changed are told apart)
     family        the model family whose markup was read ("hermes" | "xml")
     policy, user, judge
                   identities: {"kind", "model"?, "url"?, ...}, never a key or a header
@@ -56,6 +58,7 @@ class EpisodeRecord:
     repetition: int
     seed: int
     scenario: str = ""
+    fingerprint: str = ""
     family: str = "hermes"
     attempt: int = 0
     policy: dict[str, Any] = field(default_factory=dict)

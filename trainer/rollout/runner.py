@@ -75,7 +75,7 @@ def local_execute(setup: EpisodeSetup) -> Execute:
 def _crashed(task: Task, repetition: int, seed: int, attempt: int, e: BaseException) -> EpisodeRecord:
     cause = f"runner: {type(e).__name__}: {e}"
     return EpisodeRecord(uid=task.uid, repetition=repetition, seed=seed, attempt=attempt, scenario=task.scenario.name,
-                         end_reason="system_error", system_error=cause,
+                         fingerprint=task.fingerprint(), end_reason="system_error", system_error=cause,
                          verdict={"passed": False, "reward": 0.0, "system_error": cause,
                                   "explanation": traceback.format_exc(limit=6), "lineno": None, "judge_calls": [],
                                   "diff": {}})

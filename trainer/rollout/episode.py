@@ -205,7 +205,6 @@ class _Loop:
     async def _run_call(self, call: ti.ToolCall) -> str:
         if not call.executable:
             return call.message or "Error: this call was not executed"
-        self._check_time()
         spec = self.by_name.get(call.name)
         if spec is not None and spec["builtin"]:
             text = spec["direct_response"] or "OK"
@@ -228,8 +227,7 @@ class _Loop:
         return text
 
     def _show(self, text: str) -> None:
-        self.direct.append(text)
-        self.rec.messages.append({"role": "assistant", "content": text, "direct": True})
+        self.direct.append(text)  # its message follows the turn's tool replies (`_tools`)
         self.response = text
 
     async def _tools(self, c: ti.Completion) -> None:
@@ -238,19 +236,25 @@ class _Loop:
         replies: list[dict[str, Any]] = []
         shown = len(self.direct)
         ended = False
-        for call_id, call in zip(ids, c.calls):
-            spec = self.by_name.get(call.name)
-            if call.executable and spec is not None and spec["is_end_turn"]:
-                ended = True
-                break
-            self.rec.tool_calls.append({"name": call.name, "arguments": call.arguments,
-                                        **({"problem": call.problem} if call.problem else {})})
-            text = await self._run_call(call)
-            self.rec.tool_calls[-1]["result"] = text
-            reply = {"role": "tool", "tool_call_id": call_id, "name": call.name, "content": text}
-            replies.append(reply)
-        self.rec.messages += replies
-        self.wire += [{"role": "tool", "tool_call_id": r["tool_call_id"], "content": r["content"]} for r in replies]
+        try:
+            for call_id, call in zip(ids, c.calls):
+                spec = self.by_name.get(call.name)
+                if call.executable and spec is not None and spec["is_end_turn"]:
+                    ended = True
+                    break
+                if call.executable:
+                    self._check_time()  # before the call is listed: a call cut by the budget never ran
+                self.rec.tool_calls.append({"name": call.name, "arguments": call.arguments,
+                                            **({"problem": call.problem} if call.problem else {})})
+                text = await self._run_call(call)
+                self.rec.tool_calls[-1]["result"] = text
+                reply = {"role": "tool", "tool_call_id": call_id, "name": call.name, "content": text}
+                replies.append(reply)
+        finally:  # the replies of the calls that ran, even when a budget cut the group
+            self.rec.messages += replies
+            self.rec.messages += [{"role": "assistant", "content": t, "direct": True} for t in self.direct[shown:]]
+            self.wire += [{"role": "tool", "tool_call_id": r["tool_call_id"], "content": r["content"]}
+                          for r in replies]
         if ended:
             raise _End("end_turn_tool")
         if self.traj is not None and replies:

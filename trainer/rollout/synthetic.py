@@ -55,7 +55,12 @@ def _draw(dist: str, rng: random.Random) -> float:
             return rng.betavariate(12, 1)
         return rng.betavariate(2, 2)
     if dist.startswith("beta:"):
-        a, b = (float(x) for x in dist.split(":")[1:3])
+        try:
+            a, b = (float(x) for x in dist.split(":")[1:])
+        except ValueError:
+            a = b = 0.0
+        if not (a > 0 and b > 0):
+            raise ValueError(f"dist={dist!r}: expected beta:A:B with two numbers A, B > 0")
         return rng.betavariate(a, b)
     raise ValueError(f"unknown distribution {dist!r} ({', '.join(DISTRIBUTIONS)})")
 

@@ -835,3 +835,11 @@ def test_a_task_replaced_with_a_limit_behaves_as_one_loaded_with_it():
     rec = play(task, ScriptedPolicy([call("find_member", **ADA), say("never asked")]))
     fine_not_removed(rec)
     assert rec.end_reason == "agent_limit" and rec.turns == {"agent": 1, "user": 0}
+
+
+def test_a_policy_that_only_reasons_ends_at_the_default_agent_turn_cap():
+    """A task without max_agent_sim_turns still cannot loop forever: EpisodeConfig.max_agent_turns."""
+    task = SAMPLES.tasks["toy_loans.py:test_fine_correction"]
+    assert task.max_agent_sim_turns is None
+    rec = play(task, ScriptedPolicy([think("hmm")] * 10), config=EpisodeConfig(max_agent_turns=7))
+    assert rec.system_error is None and rec.end_reason == "agent_limit" and rec.turns["agent"] == 7

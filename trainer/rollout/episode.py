@@ -16,7 +16,8 @@ the `EpisodeRecord` it returns. Semantics (TASK_FORMAT.md §5, ThinkingBox's):
 - A turn with visible text and no calls passes to the user, unless its text ends with `<DONE>`.
 - Ends (`end_reason`): `done`; `end_turn_tool`; `agent_limit` once `max_agent_sim_turns` agent
   turns were taken (each tool-call group, each visible text and each empty turn counts: a turn
-  that was reasoning only does not end the turn, but counts, so no episode loops forever);
+  that was reasoning only does not end the turn, but counts; a task that sets no limit gets
+  `EpisodeConfig.max_agent_turns`, 200 by default, so no episode loops forever);
   `no_user_llm` when the turn passes to a user and there is none (no user, or no user context);
   `user_limit` when the user would speak more than `max_user_sim_turns` times. Budgets
   (`EpisodeConfig`) end it the same clean way: `token_budget` (the agent's generated tokens),
@@ -67,6 +68,7 @@ class EpisodeConfig:
     open_timeout: float = 60.0  # opening a server session
     isolate_tests: bool = False  # run test functions in a subprocess (untrusted datasets)
     strip_sources: bool = False  # drop world_state `sources` (TASK_FORMAT.md §6)
+    max_agent_turns: int | None = 200  # the agent-turn cap of a task that sets no max_agent_sim_turns
 
 
 @dataclass
@@ -294,7 +296,7 @@ class _Loop:
 
     # -- the loop
     async def run(self) -> str:
-        limit = self.task.max_agent_sim_turns
+        limit = self.task.max_agent_sim_turns if self.task.max_agent_sim_turns is not None else self.cfg.max_agent_turns
         try:
             while True:
                 if limit is not None and self.agent_turns >= limit:
@@ -338,7 +340,7 @@ def _new_record(task: Task, repetition: int, seed: int, attempt: int, setup: Epi
     user = setup.user
     return EpisodeRecord(
         uid=task.uid, repetition=repetition, seed=seed, attempt=attempt, scenario=task.scenario.name,
-        family=setup.policy.family, policy=setup.policy.identity(),
+        fingerprint=task.fingerprint(), family=setup.policy.family, policy=setup.policy.identity(),
         user=user.identity() if user is not None else {"kind": "none"}, judge=dict(setup.judge_identity),
         usage={"agent": {"calls": 0, "input_tokens": 0, "output_tokens": 0},
                "user": {"calls": 0, "input_tokens": 0, "output_tokens": 0}, "judge": {"calls": 0}},

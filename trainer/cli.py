@@ -28,6 +28,7 @@ from trainer.domains import DOMAINS
 from trainer.domains.serve import serve_domain_command
 from trainer.env.errors import DatasetError, TaskFormatError
 from trainer.env.tasks import Dataset, load_dataset
+from trainer.probe_cli import probe_command, quickstart_command
 from trainer.run_cli import run_command, show_command
 
 if TYPE_CHECKING:  # the sandbox imports the MCP SDK (~1 s): only the commands that run one import it
@@ -40,7 +41,9 @@ EXAMPLES = {
     "validate-golden": "tbt validate-golden tests/fixtures/datasets/sandbox --perturb --noop",
     "parity": "tbt parity tests/conformance/records.jsonl",
     "serve-domain": "tbt serve-domain toy   (an MCP stdio server; a client speaks first)",
+    "quickstart": "tbt quickstart",
     "run": "tbt run data/samples --policy synthetic --repeat 2 --output r.jsonl",
+    "probe": "tbt probe data/samples --policy synthetic --n 8 --output probes.jsonl",
     "show": "tbt show r.jsonl toy_loans.py:test_fine_correction",
 }
 
@@ -59,7 +62,9 @@ tasks_app = typer.Typer(help="Read ThinkingBox-format datasets.", no_args_is_hel
 app.add_typer(tasks_app, name="tasks")
 app.command("parity")(parity_command)
 app.command("serve-domain")(serve_domain_command)
+app.command("quickstart")(quickstart_command)
 app.command("run")(run_command)
+app.command("probe")(probe_command)
 app.command("show")(show_command)
 
 out = Console()

@@ -85,13 +85,20 @@ def run_command(
       tbt run data/samples --policy synthetic --repeat 2 --output r.jsonl
       tbt run data/samples --test-list data/samples/lists/toy.yaml --policy synthetic:dist=bimodal,seed=3 -n 4 -o probes.jsonl
     """
-    import os
+    spec = _spec(dataset, policy, test_list, user, judge, servers, python, family, thinking, agent,
+                 max_tokens_total, max_seconds, max_context, call_timeout, isolate, strip_sources)
+    result, n_tasks = _play(spec, repeat=repeat, output=output, errors_output=errors_output, concurrency=concurrency,
+                            retries=retries, seed=seed, progress=progress, use_ray=use_ray, ray_workers=ray_workers)
+    _report(result, n_tasks, repeat, output)
 
+
+def _spec(dataset: Path, policy: str, test_list: Path | None, user: str | None, judge: str | None,
+          servers: Path | None, python: str | None, family: str, thinking: bool, agent: str | None,
+          max_tokens_total: int | None = None, max_seconds: float | None = None, max_context: int | None = None,
+          call_timeout: float = 30.0, isolate: bool = False, strip_sources: bool = False):
+    """The `RunSpec` of the options (exit 2 on a bad family or interpreter)."""
     from trainer.rollout.episode import EpisodeConfig
-    from trainer.rollout.policy import SpecError
-    from trainer.rollout.record import RecordFileError
-    from trainer.rollout.runner import RayExecute, local_execute, run_episodes
-    from trainer.rollout.setup import RunSpec, build_setup, close_setup, load_run_dataset
+    from trainer.rollout.setup import RunSpec
 
     if family not in ("hermes", "xml"):
         _fail(f"error: --family {family!r}: expected hermes or xml")
@@ -99,12 +106,25 @@ def run_command(
         _fail(f"error: --python {python}: no such executable")
     default_servers = dataset / "servers.yaml"
     servers = servers or (default_servers if default_servers.is_file() else None)
-    spec = RunSpec(dataset=str(dataset.resolve()), policy=policy, test_list=str(test_list.resolve()) if test_list else None,
+    return RunSpec(dataset=str(dataset.resolve()), policy=policy, test_list=str(test_list.resolve()) if test_list else None,
                    user=user, judge=judge, servers=str(servers.resolve()) if servers else None, python=python,
                    family=family, thinking=thinking, agent=agent,  # type: ignore[arg-type]
                    config=EpisodeConfig(max_total_tokens=max_tokens_total, max_seconds=max_seconds,
                                         max_context=max_context, call_timeout=call_timeout,
                                         isolate_tests=isolate, strip_sources=strip_sources))
+
+
+def _play(spec, *, repeat: int, output: Path, errors_output: Path | None = None, concurrency: int = 8,
+          retries: int = 2, seed: int = 0, progress: bool = True, use_ray: bool = False,
+          ray_workers: int | None = None, only: set[str] | None = None):
+    """Run the spec's tasks (`only`: these uids) `repeat` times into `output`: (RunResult, tasks)."""
+    import os
+
+    from trainer.rollout.policy import SpecError
+    from trainer.rollout.record import RecordFileError
+    from trainer.rollout.runner import RayExecute, local_execute, run_episodes
+    from trainer.rollout.setup import build_setup, close_setup, load_run_dataset
+
     try:
         ds = load_run_dataset(spec)
     except (DatasetError, TaskFormatError) as e:
@@ -115,7 +135,7 @@ def run_command(
         setup = build_setup(spec, ds)
     except (SpecError, TaskFormatError, DatasetError, KeyError) as e:
         _fail(f"error: {e}")
-    tasks = [t for t in ds.tasks.values() if not t.skip]
+    tasks = [t for t in ds.tasks.values() if not t.skip and (only is None or t.uid in only)]
     ray_exec = None
     try:
         if use_ray or os.environ.get("RAY_ADDRESS"):
@@ -134,9 +154,13 @@ def run_command(
         asyncio.run(close_setup(setup))
         if ray_exec is not None:
             ray_exec.shutdown()
+    return result, len(tasks)
+
+
+def _report(result, n_tasks: int, repeat: int, output: Path, *, exit_on_unresolved: bool = True) -> None:
     scored = result.written
     rate = f"{result.passed / scored:.1%}" if scored else "-"
-    out.print(f"{len(tasks)} task(s) × {repeat} = {result.planned} episode(s): {result.already} already recorded, "
+    out.print(f"{n_tasks} task(s) × {repeat} = {result.planned} episode(s): {result.already} already recorded, "
               f"{scored} written now (pass {rate}), {result.attempts_failed} system-error attempt(s), "
               f"{len(result.unresolved)} unresolved, {result.seconds:.1f} s ({result.rate:.1f} episodes/s) → {output}",
               markup=False, highlight=False)
@@ -146,7 +170,8 @@ def run_command(
             err.print(f"unresolved  {uid} #{rep}: {cause}", markup=False, highlight=False)
         if len(result.unresolved) > 20:
             err.print(f"... and {len(result.unresolved) - 20} more ({len(causes)} distinct causes)")
-        raise typer.Exit(1)
+        if exit_on_unresolved:
+            raise typer.Exit(1)
 
 
 def show_command(

@@ -1,0 +1,138 @@
+"""`tbt probe` (base-policy probes, with an optional solvability screen) and `tbt quickstart`.
+
+Probes are runs (`tbt run` with n repetitions per task), so they resume the same way; the screen
+runs a strong policy first and probes only what it solved at least once (the rest is listed in
+`OUTPUT.screen.json` with the reason). `tbt quickstart` is the first command on a fresh machine:
+probes of the sample tasks, data preparation, the band histogram, train.yaml / test.yaml.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from trainer.run_cli import JUDGE_HELP, POLICY_HELP, USER_HELP, _play, _report, _spec, err, out
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def screen_path(output: Path) -> Path:
+    return output.with_name(output.stem + ".screen.jsonl")
+
+
+def probe_command(
+    dataset: Annotated[Path, typer.Argument(exists=True, file_okay=False, help="ThinkingBox dataset directory.")],
+    policy: Annotated[str, typer.Option("--policy", help="The base policy to probe. " + POLICY_HELP)],
+    output: Annotated[Path, typer.Option("--output", "-o", dir_okay=False, help="Probe records (JSONL); resumes.")],
+    n: Annotated[int, typer.Option("--n", min=1, help="Probes per task.")] = 8,
+    test_list: Annotated[Optional[Path], typer.Option("--test-list", exists=True, dir_okay=False,
+                                                      help="Only the tasks of this list.")] = None,
+    user: Annotated[Optional[str], typer.Option("--user", help=USER_HELP)] = None,
+    judge: Annotated[Optional[str], typer.Option("--judge", help=JUDGE_HELP)] = None,
+    screen_policy: Annotated[Optional[str], typer.Option("--screen-policy", help=(
+        "A strong policy run first; tasks it never solves are not probed (solvability screen)."))] = None,
+    screen_n: Annotated[int, typer.Option("--screen-n", min=1, help="Screen runs per task.")] = 2,
+    servers: Annotated[Optional[Path], typer.Option("--servers", exists=True, dir_okay=False,
+                                                    help="ThinkingBox servers.yaml (default: DATASET/servers.yaml).")] = None,
+    python: Annotated[Optional[str], typer.Option("--python", help="Interpreter for {python} in servers.yaml.")] = None,
+    family: Annotated[str, typer.Option("--family", help="Model family: hermes or xml.")] = "hermes",
+    concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Episodes in flight.")] = 8,
+    seed: Annotated[int, typer.Option("--seed", help="Run seed.")] = 0,
+    use_ray: Annotated[bool, typer.Option("--ray", help="Spread episodes over a Ray cluster.")] = False,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show the progress bar.")] = True,
+) -> None:
+    """Probe every task n times with the base policy (the input of data/prepare_data.py).
+
+    With --screen-policy, that policy runs each task --screen-n times first (records in
+    OUTPUT.screen.jsonl); tasks it never solves are listed in OUTPUT.screen.json and not probed.
+    Rerunning resumes both stages.
+
+    \b
+    Examples:
+      tbt probe data/samples --policy synthetic --n 8 --output probes.jsonl
+      tbt probe data/samples --test-list data/samples/lists/toy.yaml --policy synthetic:p=0.4 --screen-policy synthetic:p=0.9 --screen-n 2 -o probes.jsonl
+    """
+    only = None
+    if screen_policy is not None:
+        sspec = _spec(dataset, screen_policy, test_list, user, judge, servers, python, family, True, None)
+        sout = screen_path(output)
+        result, n_tasks = _play(sspec, repeat=screen_n, output=sout, concurrency=concurrency, seed=seed,
+                                progress=progress, use_ray=use_ray)
+        _report(result, n_tasks, screen_n, sout, exit_on_unresolved=False)
+        only = _screened(sout, output.with_name(output.stem + ".screen.json"))
+    spec = _spec(dataset, policy, test_list, user, judge, servers, python, family, True, None)
+    result, n_tasks = _play(spec, repeat=n, output=output, concurrency=concurrency, seed=seed, progress=progress,
+                            use_ray=use_ray, only=only)
+    _report(result, n_tasks, n, output)
+
+
+def _screened(records: Path, verdict_path: Path) -> set[str]:
+    """The uids the screen solved at least once; writes {uid: {n, k, kept, reason}}."""
+    from trainer.rollout.record import read_records
+
+    tally: dict[str, list[int]] = {}
+    for r in read_records(records):
+        t = tally.setdefault(r.uid, [0, 0])
+        t[0] += 1
+        t[1] += r.passed
+    out_map = {uid: {"n": n, "k": k, "kept": k > 0,
+                     "reason": "" if k else f"never solved by the screen policy (0 of {n})"}
+               for uid, (n, k) in sorted(tally.items())}
+    verdict_path.write_text(json.dumps(out_map, indent=2) + "\n")
+    dropped = [u for u, v in out_map.items() if not v["kept"]]
+    err.print(f"screen: {len(out_map) - len(dropped)} of {len(out_map)} task(s) solved at least once; "
+              f"{len(dropped)} not probed (listed in {verdict_path})", markup=False, highlight=False)
+    return {u for u, v in out_map.items() if v["kept"]}
+
+
+def quickstart_command(
+    policy: Annotated[str, typer.Option("--policy", help="The base policy (default: synthetic, no GPU). " + POLICY_HELP)] = "synthetic:dist=bimodal",
+    n: Annotated[int, typer.Option("--n", min=1, help="Probes per task.")] = 8,
+    out_dir: Annotated[Path, typer.Option("--out-dir", file_okay=False, help="Where probes and prepared data go.")] = Path("quickstart"),
+    dataset: Annotated[Path, typer.Option("--dataset", exists=True, file_okay=False, help="Tasks to probe.")] = ROOT / "data" / "samples",
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show the progress bar.")] = True,
+) -> None:
+    """Probe the sample tasks, prepare the training pool and show its difficulty bands.
+
+    Runs `tbt probe` (the synthetic policy by default: announced, no GPU, no endpoint), then
+    data/prepare_data.py into OUT_DIR/prepared (train.yaml, test.yaml, bands.csv, bands.png, ...),
+    prints the band histogram and what to run next. Rerunning resumes.
+
+    \b
+    Examples:
+      tbt quickstart
+      tbt quickstart --n 4 --out-dir /tmp/qs
+    """
+    from trainer.data.bands import Bands
+    from trainer.data.prepare import PrepareConfig, PrepareError, prepare
+    from trainer.data.view import histogram, outcome_line
+
+    if policy.startswith("synthetic"):
+        out.print(f"quickstart: probing with the SYNTHETIC policy ({policy}): it follows each task's golden actions "
+                  "or deviates at a per-task rate, writing Qwen-format turns through the real interpreter. Its "
+                  "bands show the pipeline, not a model; pass --policy openai:URL#MODEL to probe a real one.",
+                  markup=False, highlight=False)
+    probes = out_dir / "probes.jsonl"
+    spec = _spec(dataset, policy, None, None, None, None, None, "hermes", True, None)
+    result, n_tasks = _play(spec, repeat=n, output=probes, progress=progress)
+    _report(result, n_tasks, n, probes)
+    bands = Bands()
+    try:
+        res = prepare(PrepareConfig(probes=[probes], datasets=[dataset], out_dir=out_dir / "prepared", bands=bands))
+    except PrepareError as e:
+        err.print(f"error: {e}", markup=False, highlight=False)
+        raise typer.Exit(2)
+    out.print(histogram(res.summary, bands))
+    out.print(outcome_line(res.summary), markup=False, highlight=False)
+    prepared = out_dir / "prepared"
+    out.print(f"training pool: {prepared / 'train.yaml'}  validation: {prepared / 'test.yaml'}  "
+              f"bands: {prepared / 'bands.csv'}, {prepared / 'bands.png'}", markup=False, highlight=False)
+    launcher = ROOT / "scripts" / "run_train.sh"
+    if launcher.is_file():
+        out.print(f"next (dry run): DRY_RUN=true TRAIN_FILE={prepared / 'train.parquet'} "
+                  f"VAL_FILE={prepared / 'test.parquet'} bash {launcher}", markup=False, highlight=False)
+    else:
+        out.print("next: inspect the failures with `tbt show " + str(probes) + " --failed`", markup=False, highlight=False)

@@ -208,6 +208,10 @@ class RayExecute:
     `concurrency` episodes in flight over all of them."""
 
     def __init__(self, spec: Any, *, workers: int | None = None, concurrency: int = 8):
+        # Under `uv run`, Ray would package the whole working directory (the virtualenv included)
+        # for its workers; a local cluster runs them with this interpreter instead. (Read when ray
+        # is first imported: a process that imported it before keeps its setting.)
+        os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
         import ray
 
         if not ray.is_initialized():

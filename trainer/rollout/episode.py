@@ -22,7 +22,8 @@ the `EpisodeRecord` it returns. Semantics (TASK_FORMAT.md §5, ThinkingBox's):
   `user_limit` when the user would speak more than `max_user_sim_turns` times. Budgets
   (`EpisodeConfig`) end it the same clean way: `token_budget` (the agent's generated tokens),
   `time_budget` (wall seconds, checked before each model and tool call), `context_limit` (the
-  conversation reached the model's context). All of these are the agent's outcome: graded.
+  conversation reached the model's context, or on the token path the response window
+  `max_response_tokens`, verl's `response_length`). All of these are the agent's outcome: graded.
 - Infrastructure faults are system errors: the sandbox (`SandboxError`: a crash, a hang, an
   unreachable server), the policy (`PolicyError`: endpoint down, garbage), the user (`UserError`),
   the judge (the verdict's `system_error`), and any unexpected exception. The record then has
@@ -64,6 +65,7 @@ class EpisodeConfig:
     max_total_tokens: int | None = None  # the agent's generated tokens over the episode
     max_seconds: float | None = None  # wall time of the episode
     max_context: int | None = None  # prompt + conversation in tokens (default: the policy's)
+    max_response_tokens: int | None = None  # token path: everything after the prompt (verl's response_length)
     call_timeout: float = 30.0  # one tool call (a hang past it is a system error)
     open_timeout: float = 60.0  # opening a server session
     isolate_tests: bool = False  # run test functions in a subprocess (untrusted datasets)
@@ -142,6 +144,10 @@ class _Loop:
         if self.max_context is not None:
             used = len(self.traj.ids) if self.traj is not None else self.context
             n = min(n, self.max_context - used)
+            if n <= 0:
+                raise _End("context_limit")
+        if self.cfg.max_response_tokens is not None and self.traj is not None:
+            n = min(n, self.cfg.max_response_tokens - len(self.traj.response_ids))
             if n <= 0:
                 raise _End("context_limit")
         return n

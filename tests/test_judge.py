@@ -105,15 +105,45 @@ def test_parse_motivation_fails_closed(reply, expected):
 
 def test_asks_the_endpoint_and_parses(endpoint):
     url, script = endpoint
-    script.replies = [chat("Yes."), chat("no"), chat(""), chat(None), (200, "not json"), (200, {"choices": []})]
+    script.replies = [chat("Yes."), chat("no"), chat("maybe"), chat("The text is a greeting of sorts.")]
     j = judge_at(url)
     assert j.text_yesno("hello there", "Is it a greeting?") is True
-    assert [j.text_yesno("t", "q") for _ in range(5)] == [False] * 5  # no, empty, null, malformed, no choices
+    assert [j.text_yesno("t", "q") for _ in range(3)] == [False] * 3  # no, unreadable, rambling
     req = script.requests[0]
     assert req["path"] == "/v1/chat/completions" and req["auth"] == f"Bearer {KEY}"
     assert req["body"]["model"] == "judge-m" and req["body"]["temperature"] == 0
     assert "hello there" in req["body"]["messages"][1]["content"]
     assert "Is it a greeting?" in req["body"]["messages"][1]["content"]
+
+
+EMPTY, NOT_CHAT = "returned empty replies", "returned replies that are not chat completions"
+NO_ANSWER = {"empty": (chat(""), EMPTY), "null": (chat(None), EMPTY), "blank": (chat("  \n"), EMPTY),
+             "no-content": ((200, {"choices": [{"message": {"role": "assistant"}}]}), EMPTY),
+             "not-json": ((200, "not json"), NOT_CHAT), "no-choices": ((200, {"choices": []}), NOT_CHAT),
+             "error-body": ((200, {"error": "overloaded"}), NOT_CHAT)}
+
+
+@pytest.mark.parametrize("reply,what", NO_ANSWER.values(), ids=NO_ANSWER.keys())
+def test_no_answer_is_retried_like_a_5xx_then_unavailable(endpoint, reply, what):
+    url, script = endpoint
+    script.replies = [reply, chat("yes")]  # no answer once, then one: retried, not read as No
+    assert judge_at(url, retries=1).text_yesno("t", "q") is True
+    assert len(script.requests) == 2
+    script.replies = [reply] * 3
+    with pytest.raises(JudgeUnavailable, match=f"judge {what} after 3 attempts"):
+        judge_at(url, retries=2).text_yesno("t", "q")
+    assert len(script.requests) == 5
+
+
+def test_empty_replies_are_a_system_error_of_the_grading(endpoint):
+    url, script = endpoint
+    task = load_dataset(Path(__file__).parent / "fixtures/datasets/grading").tasks["grading_cases.py:test_asks_judge"]
+    script.replies = [chat("")] * 2
+    v = grade(task, TestContext(response="thanks!"), judge_at(url, retries=1))
+    assert (v.passed, v.reward) == (False, 0.0) and "JudgeUnavailable: judge returned empty replies" in v.system_error
+    script.replies = [chat(None), chat("Yes")]
+    v = grade(task, TestContext(response="thanks!"), judge_at(url, retries=1), isolate=True)
+    assert (v.passed, v.system_error) == (True, None)
 
 
 def test_retries_with_backoff_then_answers(endpoint):
@@ -222,7 +252,7 @@ def test_every_method_asks_the_endpoint(endpoint):
     assert j._get_text_completion([{"role": "user", "content": "plain dict"}]).content == "ok"
 
 
-@pytest.mark.parametrize("reply", [chat(""), chat(None), chat("maybe"), (200, "not json"), (200, {"choices": []})])
+@pytest.mark.parametrize("reply", [chat("maybe"), chat("It is hard to say from this text alone"), chat("[]")])
 def test_every_method_fails_closed_on_an_unreadable_answer(endpoint, reply):
     url, script = endpoint
     j = judge_at(url)
@@ -233,7 +263,17 @@ def test_every_method_fails_closed_on_an_unreadable_answer(endpoint, reply):
     assert j.compare_yesno("a", "b", "q") is False
     assert j.no_repeat("a", ["b"]) is False  # not a clear "no": not a pass either
     assert j.text_yesno_with_motivation("t", "q")["answer"] is False
-    assert j._get_text_completion([Text("user", "u")]).content in ("", "maybe")
+    assert j._get_text_completion([Text("user", "u")]).content == reply[1]["choices"][0]["message"]["content"]
+
+
+@pytest.mark.parametrize("method", ["text_yesno", "evaluate_bool", "yesno", "compare_yesno", "no_repeat",
+                                    "text_yesno_with_motivation", "_get_text_completion"])
+def test_every_method_is_unavailable_on_empty_replies(endpoint, method):
+    url, script = endpoint
+    script.replies = [chat("")] * 2
+    with pytest.raises(JudgeUnavailable, match="judge returned empty replies after 2 attempts"):
+        CALLS[method](judge_at(url, retries=1))
+    assert len(script.requests) == 2
 
 
 CALLS = {

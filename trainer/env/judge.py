@@ -18,10 +18,16 @@ the prompt's tags; questions are not. The prompts are ours.
 
 Ours is stricter than the framework in one way: it fails closed. `parse_yesno` is the only reader
 of an answer: yes when the first or last word is "yes" (after stripping `.,;:` and the like), and
-an empty, malformed or rambling answer is never a pass. So `no_repeat` needs a clear "no" to each
+a malformed or rambling answer is never a pass. So `no_repeat` needs a clear "no" to each
 comparison (the framework reads an unreadable one as "does not repeat"), and a motivated answer
-that is not a JSON object with a string "answer" is No. An endpoint that cannot be reached after
-the retries raises `JudgeUnavailable`: never a 0, never a 1.
+that is not a JSON object with a string "answer" is No.
+
+No answer at all is the endpoint's fault, not the model's No: `ChatJudge` retries an HTTP 200
+whose body is not a chat completion (not JSON, no `choices[0].message`) or whose first choice
+carries no text (no `content`, null, or only whitespace: a reasoning model that spent its
+`max_tokens` thinking answers that way) exactly as it retries a 5xx. An endpoint that gives no
+answer after the retries (unreachable, 5xx, empty replies) raises `JudgeUnavailable`: a system
+error, never a 0, never a 1.
 
 Configuration (`JudgeConfig.from_env`): `TBT_JUDGE_URL` (base URL, e.g. http://host:8000/v1),
 `TBT_JUDGE_MODEL`, and the key in `TBT_JUDGE_API_KEY` (or the variable named by `api_key_env`).
@@ -172,7 +178,7 @@ class JudgeConfig:
     model: str  # model name sent in the request
     api_key: str | None = field(default=None, repr=False)  # never printed; None: no header
     timeout_s: float = 60.0  # per HTTP attempt
-    retries: int = 3  # extra attempts after the first, on connection errors, 429 and 5xx
+    retries: int = 3  # extra attempts after the first, on connection errors, 429, 5xx and empty replies
     backoff_s: float = 1.0  # first wait between attempts; doubles each time
     max_tokens: int = 512  # room for a motivation's JSON; a yes/no stops long before
 
@@ -202,15 +208,16 @@ class ChatJudge(Judge):
         self._http.close()
 
     def _get_text_completion(self, messages: list[Message]) -> Text:
-        """The model's reply to `messages` (`Text`s, or chat dicts); an empty `Text` when the reply
-        carries no text. Retries as the module docstring says, then raises `JudgeUnavailable`."""
+        """The model's reply to `messages` (`Text`s, or chat dicts), never empty. Retries as the
+        module docstring says (an empty reply too), then raises `JudgeUnavailable`."""
         body = {"model": self.config.model, "temperature": 0, "max_tokens": self.config.max_tokens,
                 "messages": [_wire(m) for m in as_messages(list(messages))]}
-        wait, last = self.config.backoff_s, ""
+        wait, last, what = self.config.backoff_s, "", "unreachable"
         for attempt in range(self.config.retries + 1):
             if attempt:
                 time.sleep(wait)
                 wait *= 2
+            what = "unreachable"
             try:
                 r = self._http.post("/chat/completions", json=body)
             except httpx.HTTPError as e:
@@ -223,9 +230,13 @@ class ChatJudge(Judge):
                 continue
             if r.status_code >= 400:  # auth, bad model: retrying will not help
                 raise JudgeUnavailable(self._redact(f"judge answered HTTP {r.status_code}: {r.text[:200]}"))
-            return Text(role="assistant", content=_content(r))
-        raise JudgeUnavailable(f"judge unreachable after {self.config.retries + 1} attempts ({last}) "
-                               f"at {self._where()}")
+            content, (fault, cause) = _content(r)
+            if content is None:  # no answer: the endpoint's fault, retried (module docstring)
+                what, last = fault, self._redact(cause)
+                log.warning("judge attempt %d failed: %s", attempt + 1, last)
+                continue
+            return Text(role="assistant", content=content)
+        raise JudgeUnavailable(f"judge {what} after {self.config.retries + 1} attempts ({last}) at {self._where()}")
 
     def _where(self) -> str:
         """The URL without user info or query: either may hold a credential."""
@@ -242,14 +253,18 @@ def _wire(m: Message) -> dict[str, str]:
     return {"role": m.role, "content": m.content}
 
 
-def _content(r: httpx.Response) -> str:
-    """The first choice's message text; "" for any malformed body (which then reads as No)."""
+def _content(r: httpx.Response) -> tuple[str | None, tuple[str, str]]:
+    """(the first choice's message text, _) or, when the reply carries no text, (None, (what the
+    judge did, the cause))."""
     try:
-        msg: Any = r.json()["choices"][0]["message"]
-        content = msg.get("content")
-        return content if isinstance(content, str) else ""
+        choice: Any = r.json()["choices"][0]
+        content = choice["message"].get("content")
     except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-        return ""
+        return None, ("returned replies that are not chat completions", f"body {r.text[:120]!r}")
+    if isinstance(content, str) and content.strip():
+        return content, ("", "")
+    return None, ("returned empty replies",
+                  f"content {content!r:.60}, finish_reason {choice.get('finish_reason')!r:.20}")
 
 
 def judge_from_env() -> Judge:

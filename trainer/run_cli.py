@@ -143,15 +143,21 @@ def _play(spec, *, repeat: int, output: Path, errors_output: Path | None = None,
             execute = ray_exec
         else:
             execute = local_execute(setup)
-        result = asyncio.run(run_episodes(tasks, repeat, execute, output=output, errors_output=errors_output,
-                                          concurrency=concurrency, retries=retries, seed=seed, progress=progress))
+
+        async def play_then_close():  # one event loop: the endpoint clients close in the loop they were made in
+            try:
+                return await run_episodes(tasks, repeat, execute, output=output, errors_output=errors_output,
+                                          concurrency=concurrency, retries=retries, seed=seed, progress=progress)
+            finally:
+                await close_setup(setup)
+
+        result = asyncio.run(play_then_close())
     except RecordFileError as e:
         _fail(f"error: {e}")
     except KeyboardInterrupt:
         err.print("interrupted: every finished episode is recorded; rerun the same command to resume")
         raise typer.Exit(130)
     finally:
-        asyncio.run(close_setup(setup))
         if ray_exec is not None:
             ray_exec.shutdown()
     return result, len(tasks)

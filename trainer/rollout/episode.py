@@ -109,8 +109,7 @@ class _Loop:
         self.session: PolicySession = self.policy.session(info)
         self.t0 = time.perf_counter()
         self.by_name = {t["name"]: t for t in sb.tools}
-        self.schemas = [{"type": "function", "function": {"name": t["name"], "description": t["description"],
-                                                          "parameters": t["input_schema"]}} for t in sb.tools]
+        self.schemas = tool_schemas(sb.tools)
         self.toolset = setup.toolset(self.schemas)
         query, self.user_context, _ = task.formatted(sb.init_result)
         self.query = query
@@ -327,6 +326,21 @@ class _Loop:
             return e.reason
 
 
+def tool_schemas(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The sandbox's tool view as the OpenAI function schemas the prompt renders."""
+    return [{"type": "function", "function": {"name": t["name"], "description": t["description"],
+                                              "parameters": t["input_schema"]}} for t in tools]
+
+
+async def opening_prompt(task: Task, registry: ServerRegistry, agent: Agent, *,
+                         strip: bool = False) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(the opening messages, the tool schemas) an episode of `task` starts from: what its prompt
+    renders (a sandbox is opened for the tool listing and the init result, then closed)."""
+    ws = strip_sources(task.world_state()) if strip else None
+    async with Sandbox(task, registry, agent, world_state=ws) as sb:
+        return task.prompt(agent, sb.init_result), tool_schemas(sb.tools)
+
+
 def _fill(template: str, output: str) -> str:
     """A `direct_response` format string filled from the tool's JSON output (as is when it is not
     a JSON object or names a field the output lacks)."""
@@ -422,4 +436,4 @@ def _failed(rec: EpisodeRecord, cause: str, loop: _Loop | None, t_start: float, 
     return rec
 
 
-__all__ = ["DONE", "EpisodeConfig", "EpisodeSetup", "run_episode"]
+__all__ = ["DONE", "EpisodeConfig", "EpisodeSetup", "opening_prompt", "run_episode", "tool_schemas"]

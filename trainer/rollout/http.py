@@ -63,3 +63,24 @@ async def post_json(endpoint: Endpoint, client: httpx.AsyncClient, path: str, bo
             raise EndpointError(f"{endpoint.where()}{path} answered JSON that is not an object: {r.text[:200]!r}")
         return data
     raise EndpointError(f"{endpoint.where()}{path} failed after {endpoint.retries + 1} attempts ({last})")
+
+
+class LoopClient:
+    """An endpoint's HTTP client, made on first use in each event loop (an `httpx.AsyncClient`
+    belongs to the loop it was made in, and a run may play its episodes in more than one)."""
+
+    def __init__(self, endpoint: Endpoint):
+        self.endpoint = endpoint
+        self._http: httpx.AsyncClient | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        if self._http is None or self._loop is not loop:
+            self._http, self._loop = self.endpoint.client(), loop  # a client of a finished loop is dropped
+        return await post_json(self.endpoint, self._http, path, body)
+
+    async def aclose(self) -> None:
+        if self._http is not None and self._loop is asyncio.get_running_loop():
+            await self._http.aclose()
+        self._http = self._loop = None

@@ -50,14 +50,13 @@ errors never hold it (an error that quotes the server's body is redacted).
 
 from __future__ import annotations
 
-import asyncio
 import os
 from typing import Any, Mapping
 
 import httpx
 
 from trainer.core.tb_interpret import STOP_TOKENS, Family, InterpretError, response_text
-from trainer.rollout.http import Endpoint, post_json
+from trainer.rollout.http import Endpoint, LoopClient
 from trainer.rollout.policy import (SAMPLING_OPTIONS, EpisodeInfo, Generation, Policy, PolicyError, PolicySession,
                                     SamplingParams, SpecError, TokenClientPolicy, no_more, option, sampling_from,
                                     truthy)
@@ -147,29 +146,12 @@ def _load_tokenizer(path: str, spec: str) -> Any:
         raise SpecError(f"{spec!r}: tokenizer={path}: {e}") from None
 
 
-class _Connection:
-    """One endpoint's HTTP client, made on first use in each event loop (an `httpx.AsyncClient`
-    belongs to the loop it was made in: a run may play its episodes in more than one)."""
-
-    def __init__(self, endpoint: Endpoint):
-        self.endpoint = endpoint
-        self._http: httpx.AsyncClient | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    async def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        loop = asyncio.get_running_loop()
-        if self._http is None or self._loop is not loop:
-            self._http, self._loop = self.endpoint.client(), loop  # a client of a finished loop is dropped
-        return await post_json(self.endpoint, self._http, path, body)
+class _Connection(LoopClient):
+    """The policy's `LoopClient`, with the policy's fault message."""
 
     def fault(self, path: str, what: str, data: Any) -> PolicyError:
         return PolicyError(self.endpoint.redact(f"policy endpoint: {self.endpoint.where()}{path} answered {what}: "
                                                 f"{str(data)[:200]}"))
-
-    async def aclose(self) -> None:
-        if self._http is not None and self._loop is asyncio.get_running_loop():
-            await self._http.aclose()
-        self._http = self._loop = None
 
 
 def _endpoint_identity(endpoint: Endpoint, model: str, sampling: SamplingParams,

@@ -21,9 +21,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-import httpx
-
-from trainer.rollout.http import Endpoint, EndpointError, post_json
+from trainer.rollout.http import Endpoint, EndpointError, LoopClient
 from trainer.rollout.policy import SpecError, no_more, option, split_spec
 
 DONT_KNOW = "I don't know."
@@ -103,21 +101,19 @@ class ChatUser(SimulatedUser):
                  seed: int | None = None):
         self.endpoint, self.model = endpoint, model
         self.temperature, self.max_tokens, self.seed = temperature, max_tokens, seed
-        self._http: httpx.AsyncClient | None = None
+        self._conn = LoopClient(endpoint)
 
     def identity(self) -> dict[str, Any]:
         return {"kind": self.kind, "url": self.endpoint.where(), "model": self.model,
                 "temperature": self.temperature, **({"seed": self.seed} if self.seed is not None else {})}
 
     async def reply(self, turn: UserTurn) -> UserReply:
-        if self._http is None:
-            self._http = self.endpoint.client()
         body: dict[str, Any] = {
             "model": self.model, "temperature": self.temperature, "max_tokens": self.max_tokens,
             "seed": self.seed if self.seed is not None else turn.seed % (2**31),
             "messages": [{"role": "system", "content": USER_SYSTEM}, {"role": "user", "content": user_prompt(turn)}]}
         try:
-            data = await post_json(self.endpoint, self._http, "/chat/completions", body)
+            data = await self._conn.post("/chat/completions", body)
         except EndpointError as e:
             raise UserError(f"user endpoint: {e}") from None
         try:
@@ -132,9 +128,7 @@ class ChatUser(SimulatedUser):
                          int(usage.get("completion_tokens") or 0))
 
     async def aclose(self) -> None:
-        if self._http is not None:
-            await self._http.aclose()
-            self._http = None
+        await self._conn.aclose()
 
 
 def make_user(spec: str | None, env: Mapping[str, str] | None = None) -> SimulatedUser | None:

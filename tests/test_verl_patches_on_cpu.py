@@ -1,0 +1,77 @@
+"""Each patch of trainer/verl/patches applies to the installed verl 0.9.0 and changes what it says:
+the test runs the same scenario on the unpatched module (must show the old behaviour) and on a
+patched copy (must show the new one), so it fails where the patch is missing or stale."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import verl
+from omegaconf import OmegaConf
+
+PATCHES = Path(__file__).resolve().parents[1] / "trainer" / "verl" / "patches"
+VERL_ROOT = Path(verl.__file__).resolve().parent.parent  # the directory holding the `verl` package
+
+
+def patched_module(tmp_path: Path, patch: Path, rel: str, name: str):
+    """`rel` (e.g. verl/trainer/ppo/v1/replay_buffer.py) copied, patched with `patch -p1`, imported as `name`."""
+    dst = tmp_path / rel
+    dst.parent.mkdir(parents=True)
+    shutil.copy(VERL_ROOT / rel, dst)
+    r = subprocess.run(["patch", "-p1", "--forward", "-i", str(patch)], cwd=tmp_path, capture_output=True, text=True)
+    assert r.returncode == 0, f"{patch.name} does not apply to the installed verl {verl.__version__}:\n{r.stdout}{r.stderr}"
+    spec = importlib.util.spec_from_file_location(name, dst)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_every_patch_names_what_why_and_its_target():
+    patches = sorted(PATCHES.glob("*.patch"))
+    assert patches
+    for p in patches:
+        head = p.read_text().split("\n--- ")[0]
+        assert "What:" in head and "Why:" in head and "Against: verl 0.9.0" in head, p.name
+
+
+def _failed_group_buffer(module):
+    """A sync replay buffer holding one failed group of 8 whose 7 members finished (one raised)."""
+    buf = module.ReplayBuffer(trainer_mode="sync", trainer_config=OmegaConf.create({}), max_off_policy_threshold=1,
+                              max_off_policy_strategy="drop", sampler_kwargs=OmegaConf.create({}),
+                              refill_fn=lambda n: None, gen_batch_size=1, sync_refill_failed_groups=True)
+    buf.failure_keys["train"] = {"g1"}
+    buf.finished_keys["train"] = {"g2"}
+    buf.partitions["train"] = {f"g1_{i}": {"status": "finished"} for i in range(7)}
+    buf.partitions["train"].update({f"g2_{i}": {"status": "finished"} for i in range(8)})
+    return buf
+
+
+def test_0001_a_failed_group_is_dropped_whole(tmp_path):
+    from verl.trainer.ppo.v1 import replay_buffer as stock
+
+    before = _failed_group_buffer(stock)
+    _, _, failed, _ = before._terminal_eviction_reasons(1, "train")
+    assert failed == set(), "unpatched verl 0.9.0 keeps a failed group that has survivors (trains 7 of 8)"
+    assert before._sampleable_terminal_keys("train", before._terminal_eviction_reasons(1, "train")) == {"g1", "g2"}
+
+    mod = patched_module(tmp_path, PATCHES / "0001-replay-buffer-drop-failed-groups.patch",
+                         "verl/trainer/ppo/v1/replay_buffer.py", "_tb_patched_replay_buffer")
+    after = _failed_group_buffer(mod)
+    reasons = after._terminal_eviction_reasons(1, "train")
+    assert reasons[2] == {"g1"}
+    assert after._sampleable_terminal_keys("train", reasons) == {"g2"}  # the whole failed group is out
+
+
+@pytest.mark.parametrize("patch", sorted(PATCHES.glob("*.patch")), ids=lambda p: p.name)
+def test_patch_is_not_applied_twice(tmp_path, patch):
+    rel = next(line[6:].strip() for line in patch.read_text().splitlines() if line.startswith("+++ b/"))
+    patched_module(tmp_path, patch, rel, f"_tb_twice_{patch.stem.replace('-', '_')}")
+    again = subprocess.run(["patch", "-p1", "--forward", "--dry-run", "-i", str(patch)], cwd=tmp_path,
+                           capture_output=True, text=True)
+    assert again.returncode != 0 and "previously applied" in again.stdout.lower() + again.stderr.lower()

@@ -1,0 +1,70 @@
+"""verl's dataset over the prepared pool: rows are task references, prompts are measured as rendered.
+
+`ThinkingBoxDataset` (set `data.custom_cls.path=<this file>`, `data.custom_cls.name=ThinkingBoxDataset`)
+reads the parquet that data/prepare_data.py writes (one row per task: `extra_info.uid`,
+`extra_info.dataset`; see trainer/data/prepare.py `parquet_rows`) as verl's `RLHFDataset` does,
+with one difference: prompt lengths are filtered on **the real prompt** the agent loop will send,
+the task's system messages + tools block + query rendered by tb_interpret for the model family
+(a sandbox is opened once per task for its tool listing), not the bare query in the `prompt`
+column. A row whose task cannot be found or opened is dropped and reported with its uid; a task
+whose rendered prompt exceeds `data.max_prompt_length` is dropped and counted.
+
+The family, thinking flag and servers come from `data.thinkingbox` (the same block as the
+top-level `thinkingbox`, see trainer/verl/env.py; configs/ set one from the other).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from verl.utils.dataset.rl_dataset import RLHFDataset
+
+from trainer.core import tb_interpret as ti
+from trainer.rollout.episode import opening_prompt
+from trainer.verl.env import TBConfig, worker_env
+
+log = logging.getLogger(__name__)
+
+
+def rendered_prompt_ids(task: Any, env: Any, path: str, tokenizer: Any) -> list[int]:
+    """The prompt ids an episode of `task` starts with (what `TokenTrajectory.start` encodes)."""
+    cfg = env.cfg
+    agent = env.dataset(path).agent(cfg.agent)
+    messages, schemas = asyncio.run(opening_prompt(task, env.registry, agent, strip=cfg.strip_sources))
+    text = ti.render(messages, family=cfg.family, tools=schemas, add_generation_prompt=True,
+                     enable_thinking=cfg.thinking)
+    return tokenizer.encode(text, add_special_tokens=False)
+
+
+class ThinkingBoxDataset(RLHFDataset):
+    def maybe_filter_out_long_prompts(self, dataframe: Any = None) -> Any:
+        cfg = TBConfig.from_trainer(self.config)
+        env = worker_env(cfg)
+        limit = int(self.max_prompt_length)
+        keep: list[int] = []
+        self.prompt_lengths: dict[str, int] = {}
+        self.dropped: dict[str, str] = {}
+        for i, row in enumerate(dataframe):
+            extra = row.get("extra_info") or {}
+            uid, path = extra.get("uid"), extra.get("dataset")
+            try:
+                task = env.task(path, uid)
+                n = len(rendered_prompt_ids(task, env, path, self.tokenizer))
+            except Exception as e:  # a row that cannot become an episode is reported, never trained on
+                self.dropped[str(uid)] = f"{type(e).__name__}: {e}"
+                log.warning("dataset row %d (%s): %s", i, uid, self.dropped[str(uid)])
+                continue
+            self.prompt_lengths[uid] = n
+            if self.filter_overlong_prompts and n > limit:
+                self.dropped[uid] = f"rendered prompt has {n} tokens > data.max_prompt_length={limit}"
+                continue
+            keep.append(i)
+        if self.dropped:
+            log.warning("ThinkingBoxDataset: %d of %d rows dropped (%s)", len(self.dropped), len(dataframe),
+                        "; ".join(f"{u}: {w}" for u, w in list(self.dropped.items())[:5]))
+        return dataframe.select(keep)
+
+
+__all__ = ["ThinkingBoxDataset", "rendered_prompt_ids"]

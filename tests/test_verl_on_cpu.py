@@ -292,3 +292,21 @@ def test_the_dataset_filters_on_the_rendered_prompt(tmp_path):
     assert ds[0]["extra_info"]["uid"] == uids[0]
     cut = dataset(min(lengths.values()))
     assert len(cut) == 1 and "max_prompt_length" in cut.dropped[max(lengths, key=lengths.get)]
+
+
+def test_step_metrics_from_the_batch_of_a_group():
+    from trainer.verl.metrics import step_metrics
+
+    outs = [run(agent_loop(SyntheticServer(p=0.5, seed=s)).run(dict(SAMPLING), **row(WRITE_TASK, seed=s))) for s in range(4)]
+    outs += [run(agent_loop(SyntheticServer(p=1.0, seed=s)).run(dict(SAMPLING), **row("toy_loans.py:test_checkout_book", seed=s)))
+             for s in range(4)]
+    worker = _DummyWorker()
+    internal = [run(AgentLoopWorker._agent_loop_postprocess(worker, o, False, **row(WRITE_TASK))) for o in outs]
+    batch = AgentLoopWorker._postprocess(worker, inputs=internal, input_non_tensor_batch={
+        "index": np.array([0] * 8, dtype=object), "agent_name": np.array(["thinkingbox_agent"] * 8, dtype=object)})
+    m = step_metrics(batch.non_tensor_batch, ["a"] * 4 + ["b"] * 4)
+    rewards = [o.reward_score for o in outs]
+    assert m["thinkingbox/reward_mean"] == pytest.approx(sum(rewards) / 8)
+    assert m["thinkingbox/zero_variance_group_share"] == (0.5 if len(set(rewards[:4])) > 1 else 1.0)
+    assert m["thinkingbox/end_reason/done"] == 1.0 and m["thinkingbox/members_rerun_total"] == 0
+    assert m["thinkingbox/tokens_per_episode"] > 0 and m["thinkingbox/tool_calls_per_episode"] >= 1

@@ -6,7 +6,9 @@ tools, call `__reserved__init(config, session_id)` (success: `{}` or `{"status":
 the extras become `init_result[server]`). The agent's view is the scenario's tool list
 (`tasks.tool_list`), reserved tools hidden. `call_tool` returns the text the agent sees;
 `effects()` returns `{server: dict}` from `__reserved__geteffects`; closing calls
-`__reserved__teardown` (errors only logged) and always releases the connection.
+`__reserved__teardown` (errors only logged) and always releases the connection. A scenario's
+`search_policy` tools may be served by the sandbox itself from an embedded index over the world
+state's `sources` (the registry's `kb_search` mode; trainer/env/kb_search.py).
 
 Two kinds of failure, never confused:
 - the agent's mistakes (unknown tool, bad arguments) come back as text, and the episode goes on;
@@ -62,6 +64,7 @@ from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, CallToolResult
 
+from trainer.env import kb_search
 from trainer.env.errors import SandboxError, TaskFormatError  # noqa: F401  (SandboxError: re-exported)
 from trainer.env.forkserver import (ProcessStarts, ReusedProcess, Template, TemplateError,
                                     differing_keys, forked_stdio)
@@ -402,6 +405,7 @@ class Sandbox:
         self._route: dict[str, str] = {}  # MCP tool name -> server
         self._owners: dict[str, list[str]] = {}  # MCP tool name -> every server offering it
         self._visible: set[str] = set()  # the MCP tools of the agent's view
+        self.kb: kb_search.EmbeddedSearch | None = None  # search_policy tools served from an embedded index
         self._stack: AsyncExitStack | None = None
 
     async def __aenter__(self) -> Sandbox:
@@ -409,7 +413,9 @@ class Sandbox:
         try:
             offered: dict[str, dict[str, Any]] = {}
             also: dict[str, list[str]] = {}
+            mode = self.registry.kb_search
             for server, config in self.world_state.items():
+                config = kb_search.server_config(mode, config)  # embedded: no sources for the server
                 spec = self.registry.get(server)
                 due = self.registry.starts.proof_due(spec) if spec.type == "mcp-process" else None
                 if due is not None:
@@ -435,6 +441,8 @@ class Sandbox:
                     if name not in self._route:
                         self._route[name] = server
                         offered[name] = {"description": t.description, "input_schema": t.input_schema}
+            self.kb = kb_search.embedded_search(mode, self.task, self.world_state, offered, self.registry.kb_indexes)
+            offered.update(self.kb.offered() if self.kb is not None else {})
             self.tools = tool_list(self.agent, self.task.scenario, offered)
             self._visible = {t["name"] for t in self.tools if not t["builtin"]}
             self._owners = also
@@ -480,6 +488,8 @@ class Sandbox:
         if server is None:
             if name not in self._visible:
                 return f"Error: function '{name}' does not exist"
+            if self.kb is not None and name in self.kb.names:
+                return self.kb.call(name, arguments)
             owners = self._owners[name]
             if len(owners) > 1:  # the call would reach one of them by chance of order
                 raise SandboxError(None, "call", f"tool {name!r} is offered by servers {' and '.join(owners)}; "
@@ -576,8 +586,8 @@ async def prove_start(registry: ServerRegistry, spec: ServerSpec, config: Any,
 
 
 def strip_sources(world_state: dict[str, Any]) -> dict[str, Any]:
-    """`world_state` without `*.sources` (knowledge bases need a search server); nested values
-    are shared, and `Sandbox` copies the world state it is given."""
+    """`world_state` without `*.sources` (an embedded `search_policy` then reports the search
+    service unavailable); nested values are shared, and `Sandbox` copies the world state it is given."""
     return {s: ({k: v for k, v in c.items() if k != "sources"} if isinstance(c, dict) else c)
             for s, c in world_state.items()}
 

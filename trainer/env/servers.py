@@ -20,7 +20,9 @@ from typing import Any, Literal
 
 import yaml
 
+from trainer.env import kb_search as kb
 from trainer.env import yamlio
+from trainer.env.backend import ComputeCache
 from trainer.env.errors import SandboxError, TaskFormatError
 from trainer.env.forkserver import START_MODES, ProcessStarts
 
@@ -155,11 +157,14 @@ class ServerRegistry:
 
     def __init__(self, specs: Mapping[str, ServerSpec] | None = None,
                  domains: Mapping[str, Callable[[], Any]] | None = None, *,
-                 use_internal_servers: bool = True):
+                 use_internal_servers: bool = True, kb_search: str = kb.DEFAULT_MODE):
         self.specs = dict(specs or {})
         self.domains = dict(domains or {})
         # False: only the declared servers exist (no fallback to the domains by name)
         self.use_internal_servers = use_internal_servers
+        # which `search_policy` tools the sandbox serves from an embedded index (trainer/env/kb_search.py)
+        self.kb_search = kb.check_mode(kb_search)
+        self.kb_indexes = ComputeCache(maxsize=64)  # one index per distinct set of sources
         self.starts = ProcessStarts()  # templates, idle processes, proofs, statistics (start: fork / reuse)
 
     def process_stats(self) -> dict[str, dict[str, Any]]:
@@ -181,8 +186,10 @@ class ServerRegistry:
         this interpreter). A relative `cwd` is taken from the YAML's folder when it exists there,
         else from the current directory (the reference's reading). `use_internal_servers` (a bool,
         default true, as in the reference) says whether names not declared here fall back to
-        `domains`; other top-level keys are ignored. Any problem with the file is a
-        `TaskFormatError` naming it, the line and the entry (`servers.NAME`)."""
+        `domains`; `kb_search` (ours: auto, embedded or server) says which `search_policy` tools
+        the sandbox serves itself (trainer/env/kb_search.py); other top-level keys are ignored.
+        Any problem with the file is a `TaskFormatError` naming it, the line and the entry
+        (`servers.NAME`)."""
         path = Path(path)
         doc, node = _read_yaml(path)
         doc = {} if doc is None else doc
@@ -194,6 +201,10 @@ class ServerRegistry:
         if not isinstance(internal, bool):
             raise TaskFormatError(path, f"must be true or false, got {internal!r}",
                                   line=_key_lines(node).get("use_internal_servers"), key="use_internal_servers")
+        mode = doc.get("kb_search", kb.DEFAULT_MODE)
+        if mode not in kb.MODES:
+            raise TaskFormatError(path, f"must be one of {', '.join(kb.MODES)}, got {mode!r}",
+                                  line=_key_lines(node).get("kb_search"), key="kb_search")
         lines = _key_lines(node, "servers")
         specs = {}
         for name, entry in servers.items():
@@ -203,7 +214,7 @@ class ServerRegistry:
                 specs[str(name)] = _spec(str(name), entry, path, python or sys.executable)
             except ValueError as err:
                 raise TaskFormatError(path, str(err), line=lines.get(str(name)), key=f"servers.{name}") from None
-        return cls(specs, domains, use_internal_servers=internal)
+        return cls(specs, domains, use_internal_servers=internal, kb_search=mode)
 
     def get(self, name: str) -> ServerSpec:
         if name in self.specs:

@@ -130,9 +130,12 @@ def quickstart_command(
     prepared = out_dir / "prepared"
     out.print(f"training pool: {prepared / 'train.yaml'}  validation: {prepared / 'test.yaml'}  "
               f"bands: {prepared / 'bands.csv'}, {prepared / 'bands.png'}", markup=False, highlight=False)
-    launcher = ROOT / "scripts" / "run_train.sh"
-    if launcher.is_file():
-        out.print(f"next (dry run): DRY_RUN=true TRAIN_FILE={prepared / 'train.parquet'} "
-                  f"VAL_FILE={prepared / 'test.parquet'} bash {launcher}", markup=False, highlight=False)
-    else:
-        out.print("next: inspect the failures with `tbt show " + str(probes) + " --failed`", markup=False, highlight=False)
+    import os
+
+    from trainer.verl.launch import main as launch
+
+    out.print(f"training command for this pool (dry run: DRY_RUN=true TRAIN_FILE={prepared / 'train.parquet'} "
+              f"VAL_FILE={prepared / 'test.parquet'} scripts/run_train.sh):", markup=False, highlight=False)
+    launch([], {**os.environ, "DRY_RUN": "true", "TRAIN_FILE": str((prepared / "train.parquet").resolve()),
+                "VAL_FILE": str((prepared / "test.parquet").resolve())})
+    out.print("inspect the failures with `tbt show " + str(probes) + " --failed`", markup=False, highlight=False)

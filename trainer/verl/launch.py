@@ -1,0 +1,283 @@
+"""The training launch: verl's own Hydra configuration composed offline, checked, then run.
+
+    scripts/run_train.sh [overrides...]          (this module: python -m trainer.verl.launch)
+
+1. Overrides, in order (later wins): the project config (`CONFIG`, default
+   configs/train_single_node.yaml: dotted keys, `extends:` read first, `${env:NAME[,default]}`
+   filled from the environment), the sampling config (configs/sampling.yaml, mapped onto
+   `actor_rollout_ref.rollout.*` and `+thinkingbox.max_turn_tokens`: the one sampling config that
+   training and evaluation share), then the command line (verl's syntax; new keys need `+`).
+2. They are composed with verl 0.9.0's `ppo_trainer` config by Hydra's compose API, offline: a
+   mistyped key fails here and is named; the legacy top-level `custom_reward_function.*` keys,
+   which verl 0.9.0 silently ignores, are refused with the key to use instead.
+3. Preflight (`preflight`): GPUs per node vs config (`NODE_GPUS`, else `nvidia-smi`), tensor / sequence parallel sizes divide the
+   world, `train_batch_size x n` divides across ranks, one log-prob micro-batch size set (rollout
+   and ref), the checkpoint directory absolute (and not node-local on several nodes), the
+   endpoint variables of openai: user / judge specs set (their values never printed).
+4. `DRY_RUN=true`: print the command (`python -m verl.trainer.main_ppo`) and every resolved
+   override, one per line, secrets redacted, then exit 0: no Ray, no GPU, no server, no model.
+   Otherwise the endpoints must answer, and the command runs against `RAY_ADDRESS`.
+
+Secrets: values of variables whose names hold KEY, TOKEN, SECRET or PASSWORD, and the user
+info and query of every URL, never appear in the output.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_CONFIG = ROOT / "configs" / "train_single_node.yaml"
+SAMPLING = ROOT / "configs" / "sampling.yaml"
+ENTRY = [sys.executable, "-m", "verl.trainer.main_ppo"]
+_ENV = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)(?:,([^}]*))?\}")
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.I)
+LEGACY = {"custom_reward_function": "reward.custom_reward_function"}
+
+
+class LaunchError(ValueError):
+    """A configuration that must not be launched (the message names the key or variable)."""
+
+
+def verl_config_dir() -> Path:
+    spec = importlib.util.find_spec("verl")
+    if spec is None or not spec.submodule_search_locations:
+        raise LaunchError("verl is not installed in this environment (uv sync)")
+    return Path(list(spec.submodule_search_locations)[0]) / "trainer" / "config"
+
+
+def _fill_env(value: Any, env: Mapping[str, str], where: str) -> Any:
+    if not isinstance(value, str):
+        return value
+
+    def sub(m: re.Match) -> str:
+        name, default = m.group(1), m.group(2)
+        if name in env and env[name] != "":
+            return env[name]
+        if default is None:
+            raise LaunchError(f"{where}: the environment variable {name} is not set")
+        return default
+
+    return _ENV.sub(sub, value)
+
+
+def read_config(path: Path, env: Mapping[str, str], seen: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """The dotted overrides of a project config (its `extends:` first)."""
+    if path in seen:
+        raise LaunchError(f"{path}: extends itself (via {' -> '.join(map(str, seen))})")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except OSError as e:
+        raise LaunchError(f"CONFIG {path}: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        raise LaunchError(f"{path}: not YAML: {e}") from None
+    if not isinstance(data, dict):
+        raise LaunchError(f"{path}: expected a mapping of dotted keys to values")
+    out: dict[str, Any] = {}
+    base = data.pop("extends", None)
+    if base:
+        out.update(read_config((path.parent / base).resolve(), env, seen + (path,)))
+    for k, v in data.items():
+        out[str(k)] = _fill_env(v, env, f"{path.name}: {k}")
+    return out
+
+
+def sampling_overrides(path: Path = SAMPLING) -> dict[str, Any]:
+    s = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    known = {"temperature", "top_k", "top_p", "max_turn_tokens"}
+    if set(s) - known:
+        raise LaunchError(f"{path}: unknown key(s) {', '.join(sorted(set(s) - known))} (known: {', '.join(sorted(known))})")
+    out = {f"actor_rollout_ref.rollout.{k}": s[k] for k in ("temperature", "top_k", "top_p") if k in s}
+    if "max_turn_tokens" in s:
+        out["+thinkingbox.max_turn_tokens"] = s["max_turn_tokens"]
+    return out
+
+
+def _render(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if v is None:
+        return "null"
+    if isinstance(v, (list, tuple)):
+        return "[" + ",".join(_render(x) for x in v) + "]"
+    return str(v)
+
+
+def overrides_from(config: Mapping[str, Any], cli: Sequence[str]) -> list[str]:
+    """Hydra override strings: the config's (each key once, later wins) then the command line's."""
+    merged = dict(config)
+    for arg in cli:
+        key, eq, value = arg.partition("=")
+        if not eq:
+            raise LaunchError(f"override {arg!r}: expected key=value")
+        merged.pop(key.lstrip("+"), None)
+        merged.pop("+" + key.lstrip("+"), None)
+        merged[key] = value
+    for key in merged:
+        root = key.lstrip("+~").split(".")[0]
+        if root in LEGACY:
+            raise LaunchError(f"override {key}: verl 0.9.0 ignores the legacy top-level {root}.* keys; "
+                              f"use {LEGACY[root]}.{key.lstrip('+~').split('.', 1)[-1]}")
+    given = {a.partition("=")[0] for a in cli}
+    return [f"{k}={v}" if k in given else f"{k}={_quoted(_render(v))}" for k, v in merged.items()]
+
+
+_PLAIN = re.compile(r"^[A-Za-z0-9_./\-+@]*$|^\[.*\]$")
+
+
+def _quoted(v: str) -> str:
+    """A config value as one Hydra override value (quoted when it holds `,` `:` `#` and the like,
+    which the override grammar reads as sweeps or interpolations)."""
+    if _PLAIN.match(v):
+        return v
+    return "'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def compose(overrides: list[str]) -> Any:
+    """verl's `ppo_trainer` config with the overrides, composed offline (a bad key is named)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        with initialize_config_dir(config_dir=str(verl_config_dir()), version_base=None):
+            return hydra_compose("ppo_trainer", overrides=overrides)
+    except (HydraException, OmegaConfBaseException) as e:
+        raise LaunchError(f"verl's config rejects an override: {str(e).splitlines()[0]}") from None
+
+
+@dataclass
+class Check:
+    rule: str
+    ok: bool
+    detail: str
+
+
+def _get(cfg: Any, key: str, default: Any = None) -> Any:
+    from omegaconf import OmegaConf
+
+    v = OmegaConf.select(cfg, key, default=default)
+    return v
+
+
+def preflight(cfg: Any, env: Mapping[str, str]) -> list[Check]:
+    """The rules of the module docstring, each as a `Check`."""
+    checks: list[Check] = []
+    nnodes, gpn = int(_get(cfg, "trainer.nnodes", 1)), int(_get(cfg, "trainer.n_gpus_per_node", 1))
+    world = nnodes * gpn
+    have = node_gpus(env)
+    checks.append(Check("gpus per node", have is None or have == gpn,
+                        f"config n_gpus_per_node={gpn}" + (f", this node has {have}" if have is not None else
+                                                           " (no GPU count on this node: not compared)")))
+    for key in ("actor_rollout_ref.rollout.tensor_model_parallel_size", "actor_rollout_ref.actor.ulysses_sequence_parallel_size"):
+        size = int(_get(cfg, key, 1) or 1)
+        checks.append(Check(f"{key.split('.')[-1]} divides the world", size >= 1 and world % size == 0,
+                            f"{key}={size}, world {nnodes}x{gpn}={world}"))
+    bs, n = int(_get(cfg, "data.train_batch_size", 1)), int(_get(cfg, "actor_rollout_ref.rollout.n", 1))
+    checks.append(Check("train_batch_size x n divides across ranks", (bs * n) % world == 0,
+                        f"data.train_batch_size={bs} x rollout.n={n} = {bs * n} over {world} ranks"))
+    for part in ("rollout", "ref"):
+        a = _get(cfg, f"actor_rollout_ref.{part}.log_prob_micro_batch_size")
+        b = _get(cfg, f"actor_rollout_ref.{part}.log_prob_micro_batch_size_per_gpu")
+        checks.append(Check(f"one {part} log-prob micro-batch size", (a is None) != (b is None),
+                            f"log_prob_micro_batch_size={a}, log_prob_micro_batch_size_per_gpu={b} (set exactly one)"))
+    ckpt = str(_get(cfg, "trainer.default_local_dir", ""))
+    local = ckpt.startswith(("/tmp/", "/var/tmp/", "/dev/shm/"))
+    checks.append(Check("checkpoint dir absolute" + (" and shared" if nnodes > 1 else ""),
+                        ckpt.startswith("/") and not (nnodes > 1 and local),
+                        f"trainer.default_local_dir={ckpt}" + (" is node-local on a multi-node run" if nnodes > 1 and local else "")))
+    for role in ("user", "judge"):
+        spec = str(_get(cfg, f"thinkingbox.{role}", "") or "")
+        if spec.startswith("openai:"):
+            key_env = re.search(r"key_env=([A-Za-z_][A-Za-z0-9_]*)", spec)
+            var = key_env.group(1) if key_env else f"TBT_{role.upper()}_API_KEY"
+            checks.append(Check(f"{role} endpoint variables", "#" in spec and bool(env.get(var)),
+                                f"thinkingbox.{role} is an openai: spec; {var} {'is set' if env.get(var) else 'is NOT set'}"))
+    return checks
+
+
+def node_gpus(env: Mapping[str, str]) -> int | None:
+    """GPUs on this node: NODE_GPUS when set (a launcher node without GPUs, tests), else
+    `nvidia-smi -L`; None when neither says."""
+    if env.get("NODE_GPUS"):
+        return int(env["NODE_GPUS"])
+    try:
+        r = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return sum(1 for line in r.stdout.splitlines() if line.startswith("GPU ")) if r.returncode == 0 else None
+
+
+def redact(text: str, env: Mapping[str, str]) -> str:
+    for name, value in env.items():
+        if value and len(value) >= 4 and _SECRET_NAME.search(name):
+            text = text.replace(value, "[redacted]")
+    text = re.sub(r"(?<=://)[^/@\s#]+@", "[redacted]@", text)  # user info of a URL
+    return re.sub(r"(https?://[^\s?#]+)\?[^\s#]*", r"\1?[redacted]", text)  # its query
+
+
+def plan(cli: Sequence[str], env: Mapping[str, str]) -> tuple[list[str], Any, list[Check]]:
+    config_path = Path(env.get("CONFIG") or DEFAULT_CONFIG)
+    if not config_path.is_absolute():
+        config_path = (Path.cwd() / config_path).resolve()
+    config = {**read_config(config_path, env), **sampling_overrides()}
+    overrides = overrides_from(config, cli)
+    cfg = compose(overrides)
+    return overrides, cfg, preflight(cfg, env)
+
+
+def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
+    env = dict(os.environ if env is None else env)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    dry = env.get("DRY_RUN", "").lower() in ("1", "true", "yes")
+    try:
+        overrides, cfg, checks = plan(argv, env)
+    except LaunchError as e:
+        print(redact(f"error: {e}", env), file=sys.stderr)
+        return 2
+    lines = ["python " + " ".join(ENTRY[1:]) + " \\"] + [f"    {o} \\" for o in overrides[:-1]] + [f"    {overrides[-1]}"]
+    print(redact("\n".join(["# command", *lines]), env))
+    print("# preflight")
+    for c in checks:
+        print(redact(f"{'ok  ' if c.ok else 'FAIL'}  {c.rule}: {c.detail}", env))
+    if not all(c.ok for c in checks):
+        print("error: preflight failed (the FAIL lines above); nothing was started", file=sys.stderr)
+        return 1
+    if dry:
+        print("# DRY_RUN: nothing started (no Ray, no GPU, no server, no model)")
+        return 0
+    down = dead_endpoints(cfg)
+    if down:
+        print(redact("error: endpoint(s) not answering: " + "; ".join(down), env), file=sys.stderr)
+        return 1
+    return subprocess.call([*ENTRY, *overrides], env=env, cwd=str(ROOT))
+
+
+def dead_endpoints(cfg: Any, timeout: float = 5.0) -> list[str]:
+    """The openai: user / judge endpoints that do not answer GET /models."""
+    import httpx
+
+    out = []
+    for role in ("user", "judge"):
+        spec = str(_get(cfg, f"thinkingbox.{role}", "") or "")
+        if spec.startswith("openai:"):
+            url = spec[len("openai:"):].split("#")[0].rstrip("/")
+            try:
+                httpx.get(url + "/models", timeout=timeout)
+            except httpx.HTTPError as e:
+                out.append(f"{role} {url}: {type(e).__name__}")
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())

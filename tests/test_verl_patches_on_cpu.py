@@ -23,6 +23,10 @@ def patched_module(tmp_path: Path, patch: Path, rel: str, name: str):
     dst = tmp_path / rel
     dst.parent.mkdir(parents=True)
     shutil.copy(VERL_ROOT / rel, dst)
+    if subprocess.run(["patch", "-p1", "--reverse", "--dry-run", "--force", "-i", str(patch)], cwd=tmp_path,
+                      capture_output=True).returncode == 0:  # the installed verl is patched already: start from stock
+        subprocess.run(["patch", "-p1", "--reverse", "--force", "-i", str(patch)], cwd=tmp_path, check=True,
+                       capture_output=True)
     r = subprocess.run(["patch", "-p1", "--forward", "-i", str(patch)], cwd=tmp_path, capture_output=True, text=True)
     assert r.returncode == 0, f"{patch.name} does not apply to the installed verl {verl.__version__}:\n{r.stdout}{r.stderr}"
     spec = importlib.util.spec_from_file_location(name, dst)
@@ -52,16 +56,32 @@ def _failed_group_buffer(module):
     return buf
 
 
-def test_0001_a_failed_group_is_dropped_whole(tmp_path):
-    from verl.trainer.ppo.v1 import replay_buffer as stock
+def stock_module(tmp_path: Path, patch: Path, rel: str, name: str):
+    """verl 0.9.0's own `rel`: the installed file, or, where scripts/prepare_verl.py has patched
+    the installed verl, that file with the patch reversed."""
+    dst = tmp_path / "stock" / rel
+    dst.parent.mkdir(parents=True)
+    shutil.copy(VERL_ROOT / rel, dst)
+    if subprocess.run(["patch", "-p1", "--reverse", "--dry-run", "--force", "-i", str(patch)], cwd=tmp_path / "stock",
+                      capture_output=True).returncode == 0:
+        subprocess.run(["patch", "-p1", "--reverse", "--force", "-i", str(patch)], cwd=tmp_path / "stock", check=True,
+                       capture_output=True)
+    spec = importlib.util.spec_from_file_location(name, dst)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
 
+
+def test_0001_a_failed_group_is_dropped_whole(tmp_path):
+    patch = PATCHES / "0001-replay-buffer-drop-failed-groups.patch"
+    stock = stock_module(tmp_path, patch, "verl/trainer/ppo/v1/replay_buffer.py", "_tb_stock_replay_buffer")
     before = _failed_group_buffer(stock)
     _, _, failed, _ = before._terminal_eviction_reasons(1, "train")
     assert failed == set(), "unpatched verl 0.9.0 keeps a failed group that has survivors (trains 7 of 8)"
     assert before._sampleable_terminal_keys("train", before._terminal_eviction_reasons(1, "train")) == {"g1", "g2"}
 
-    mod = patched_module(tmp_path, PATCHES / "0001-replay-buffer-drop-failed-groups.patch",
-                         "verl/trainer/ppo/v1/replay_buffer.py", "_tb_patched_replay_buffer")
+    mod = patched_module(tmp_path / "patched", patch, "verl/trainer/ppo/v1/replay_buffer.py", "_tb_patched_replay_buffer")
     after = _failed_group_buffer(mod)
     reasons = after._terminal_eviction_reasons(1, "train")
     assert reasons[2] == {"g1"}

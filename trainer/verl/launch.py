@@ -14,7 +14,10 @@
    world, `train_batch_size x n` divides across ranks, one log-prob micro-batch size set (rollout
    and ref), the checkpoint directory absolute (and not node-local on several nodes), the
    endpoint variables of openai: user / judge specs set (their values never printed).
-4. `DRY_RUN=true`: print the command (`python -m verl.trainer.main_ppo`) and every resolved
+4. The patches of trainer/verl/patches: their state is printed; a real launch applies any that is
+   not in force (trainer/verl/patching.py), so a re-sync that restored verl's stock files cannot
+   make it train on unpatched verl.
+5. `DRY_RUN=true`: print the command (`python -m verl.trainer.main_ppo`) and every resolved
    override, one per line, secrets redacted, then exit 0: no Ray, no GPU, no server, no model.
    Otherwise the endpoints must answer, and the command runs against `RAY_ADDRESS`.
 
@@ -253,6 +256,17 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     if not all(c.ok for c in checks):
         print("error: preflight failed (the FAIL lines above); nothing was started", file=sys.stderr)
         return 1
+    from trainer.verl.patching import PatchError, apply_all, site_of_installed, states
+
+    try:
+        site = site_of_installed()
+        print("# verl patches (trainer/verl/patches)" + ("" if dry else ": applied before launching"))
+        for st in (states(site) if dry else apply_all(site)):
+            note = "" if st.state == "applied" else "  (applied by the launch itself, or: python scripts/prepare_verl.py --install)"
+            print(f"{st.state:<8}  {st.patch.path.name}{note}")
+    except PatchError as e:
+        print(f"error: verl: {e}", file=sys.stderr)
+        return 2
     if dry:
         print("# DRY_RUN: nothing started (no Ray, no GPU, no server, no model)")
         return 0

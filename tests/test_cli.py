@@ -112,11 +112,25 @@ def test_help_example_runs(example, run_dir):
         if argv[0] == "show" and not Path(argv[1]).exists():
             assert invoke("run", "data/samples", "--policy", "synthetic", "--repeat", "2", "--output", argv[1],
                           "--no-progress").exit_code == 0
+    if argv[0] in ("eval", "aggregate", "compare"):  # records and agg.json: in the scratch directory too
+        os.chdir(run_dir)
+        for name, make in EVAL_INPUTS.items():
+            if name in argv and not Path(name).exists():
+                assert invoke(*shlex.split(make), "--no-progress").exit_code == 0, make
     try:
         r = invoke(*argv)
     finally:
         os.chdir(cwd)
     assert r.exit_code == 0, f"{example}\n{r.output}\n{r.exception!r}"
+
+
+_TOY_EVAL = "eval data/samples --test-list data/samples/lists/toy.yaml -n 4 "
+_PRICED = " --prices data/prices.example.yaml --price-model agent=Qwen/Qwen3-8B"
+EVAL_INPUTS = {  # what the aggregate and compare examples read, made as the eval examples make them
+    "run.jsonl": _TOY_EVAL + "--policy synthetic -o run.jsonl --errors-output err.jsonl --aggregate-output agg.json",
+    "base.agg.json": _TOY_EVAL + "--policy synthetic:p=0.5 -o base.jsonl --aggregate-output base.agg.json" + _PRICED,
+    "cand.agg.json": _TOY_EVAL + "--policy synthetic:p=0.9 -o cand.jsonl --aggregate-output cand.agg.json" + _PRICED,
+}
 
 
 # ---------------------------------------------------------------------------- bad input

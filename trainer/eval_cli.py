@@ -1,0 +1,274 @@
+"""`tbt eval`, `tbt aggregate`, `tbt compare`: the k-repeat protocol, agg.json, base → candidate
+(registered by trainer/cli.py; the metrics, coverage and cost are trainer/eval/, docs/evaluation.md).
+
+Exit codes as the rest of `tbt`: 0 done, 1 coverage refused (every missing, unresolved or
+duplicated task × repetition listed), 2 bad input (a path, a spec, a price table), one message.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from trainer.run_cli import JUDGE_HELP, POLICY_HELP, USER_HELP, _fail, _play, _report, _spec
+
+PROFILE_HELP = ("full: every task × repetition scored exactly once, no system error left, else refuse "
+                "(exit 1, each gap named); none: aggregate what there is and list the gaps in agg.json.")
+PRICES_HELP = "Price table YAML ($ per million tokens per model: input, cached_input, output); adds cost."
+PRICE_MODEL_HELP = ("ROLE=MODEL (agent, user, judge): price that role's tokens as MODEL (records of the synthetic "
+                    "policy or of tb infer name none). Repeatable.")
+SHOWN = 200  # coverage faults printed before "... and N more"
+
+
+def _prices(prices: Path | None, price_model: list[str] | None):
+    from trainer.eval.cost import PriceError, load_prices, parse_price_models
+
+    try:
+        return (load_prices(prices) if prices else None), parse_price_models(price_model)
+    except PriceError as e:
+        _fail(f"error: {e}")
+
+
+def _aggregate(paths: list[Path], expected, *, profile: str, prices, price_models, label, output: Path,
+               seed: int, resamples: int) -> dict[str, Any]:
+    """Read, check, aggregate and write agg.json; exit 1 listing the gaps when `full` refuses."""
+    from trainer.eval.aggregate import CoverageError, aggregate, write_json
+    from trainer.eval.attempts import AttemptError, read_attempts
+
+    try:
+        read = read_attempts(paths)
+    except AttemptError as e:
+        _fail(f"error: {e}")
+    for where in read.torn:
+        typer.echo(f"skipped  {where}: a cut-off last line (a write interrupted by a crash)", err=True)
+    try:
+        doc = aggregate(read.attempts, expected, profile=profile, prices=prices, price_models=price_models,
+                        label=label, sources=[str(p) for p in paths], resamples=resamples, seed=seed)
+    except CoverageError as e:
+        problems = e.coverage.problems()
+        for line in problems[:SHOWN]:
+            typer.echo(line, err=True)
+        if len(problems) > SHOWN:
+            typer.echo(f"... and {len(problems) - SHOWN} more", err=True)
+        typer.echo(f"refused: {e} (nothing written to {output}; --coverage-profile none aggregates what there is)",
+                   err=True)
+        raise typer.Exit(1)
+    write_json(doc, output)
+    typer.echo(summary_text(doc, output))
+    return doc
+
+
+def summary_text(doc: dict[str, Any], path: Path) -> str:
+    """A few lines on an agg.json: overall, per domain, cost, coverage."""
+    from trainer.eval.compare import dollars
+
+    o = doc["overall"]
+    p1, kk = o["pass_at_1"], o["observed_k_of_k"]
+    k = kk["k"]
+
+    def pct(x: float | None) -> str:
+        return "—" if x is None else f"{x * 100:.2f}%"
+
+    lines = [f"{path}: {doc['label']}: {o['tasks']} task(s), {o['attempts']:,} attempt(s), {o['passes']:,} passed"]
+    if p1["value"] is not None:
+        j, b = p1["jeffreys"], p1["bootstrap"]
+        lines.append(f"  pass@1 {pct(p1['value'])} (Jeffreys {pct(j[0])}–{pct(j[1])}, bootstrap {pct(b[0])}–{pct(b[1])})"
+                     f"   pass@{k} {pct(o['pass_at_k'].get(str(k)))}   pass^{k} {pct(o['pass_hat_k'].get(str(k)))}"
+                     f"   observed {k}/{k} {kk['tasks']} ({pct(kk['share'])})")
+    if o.get("note"):
+        lines.append(f"  note: {o['note']}")
+    width = max((len(d) for d in doc["by_domain"]), default=6)
+    for d, b in doc["by_domain"].items():
+        bk = b["observed_k_of_k"]
+        lines.append(f"  {d:<{width}}  {b['tasks']:>4} task(s)  pass@1 {pct(b['pass_at_1']['value']):>7}  "
+                     f"observed {bk['k']}/{bk['k']} {bk['tasks']}")
+    cost = o.get("cost")
+    if cost:
+        lines.append(f"  cost: campaign {dollars(cost['campaign'])}, per successful attempt "
+                     f"{dollars(cost['per_successful_attempt'])}, per dependable task {dollars(cost['per_dependable_task'])}")
+        lines += [f"  unpriced (not counted: the cost is a lower bound): {u}" for u in cost["unpriced"]]
+    cov = doc["coverage"]
+    if not cov["complete"]:
+        from trainer.eval.coverage import Coverage
+
+        gaps = ", ".join(f"{len(cov[kind])} {kind}" for kind in Coverage.KINDS if cov[kind])
+        lines.append(f"  coverage ({cov['profile']}): {cov['scored']} of {cov['expected']} keys scored; {gaps} "
+                     f"(listed in {path} under coverage)")
+    return "\n".join(lines)
+
+
+def eval_command(
+    dataset: Annotated[Path, typer.Argument(exists=True, file_okay=False, help="ThinkingBox dataset directory.")],
+    policy: Annotated[str, typer.Option("--policy", help=POLICY_HELP)],
+    output: Annotated[Path, typer.Option("--output", "-o", dir_okay=False, help="Records (JSONL), appended; resumes.")],
+    aggregate_output: Annotated[Path, typer.Option("--aggregate-output", dir_okay=False, help="Where agg.json goes.")],
+    test_list: Annotated[Optional[Path], typer.Option("--test-list", exists=True, dir_okay=False,
+                                                      help="The tasks of the protocol (default: every task).")] = None,
+    user: Annotated[Optional[str], typer.Option("--user", help=USER_HELP)] = None,
+    judge: Annotated[Optional[str], typer.Option("--judge", help=JUDGE_HELP)] = None,
+    repeat: Annotated[int, typer.Option("--repeat", "-n", min=1, help="Attempts per task (the seed: 20).")] = 20,
+    coverage_profile: Annotated[str, typer.Option("--coverage-profile", help=PROFILE_HELP)] = "full",
+    errors_output: Annotated[Optional[Path], typer.Option("--errors-output", dir_okay=False, help=(
+        "System-error attempts (JSONL). Default: OUTPUT's name with .errors.jsonl."))] = None,
+    prices: Annotated[Optional[Path], typer.Option("--prices", exists=True, dir_okay=False, help=PRICES_HELP)] = None,
+    price_model: Annotated[Optional[list[str]], typer.Option("--price-model", help=PRICE_MODEL_HELP)] = None,
+    label: Annotated[Optional[str], typer.Option("--label", help="The run's name in agg.json and tbt compare "
+                                                 "(default: the policy's model).")] = None,
+    servers: Annotated[Optional[Path], typer.Option("--servers", exists=True, dir_okay=False, help=(
+        "ThinkingBox servers.yaml; servers not in it are our in-process domains. "
+        "Default: DATASET/servers.yaml if present."))] = None,
+    python: Annotated[Optional[str], typer.Option("--python", help="Interpreter for {python} in servers.yaml.")] = None,
+    strip_sources: Annotated[bool, typer.Option("--strip-sources", help="Drop world_state.*.sources.")] = False,
+    concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Episodes in flight.")] = 8,
+    retries: Annotated[int, typer.Option("--retries", min=0, help="Re-runs of a system error in this run.")] = 2,
+    seed: Annotated[int, typer.Option("--seed", help="Run seed (episodes and the bootstrap).")] = 0,
+    bootstrap: Annotated[int, typer.Option("--bootstrap", min=100, help="Bootstrap resamples.")] = 2000,
+    family: Annotated[str, typer.Option("--family", help="Model family: hermes (Qwen3) or xml (Qwen3-Coder, Qwen3.5+).")] = "hermes",
+    thinking: Annotated[bool, typer.Option("--thinking/--no-thinking", help="Reasoning on (Qwen enable_thinking).")] = True,
+    agent: Annotated[Optional[str], typer.Option("--agent", help="Agent name (default: the dataset's only one).")] = None,
+    max_tokens_total: Annotated[Optional[int], typer.Option("--max-episode-tokens", help="Budget: the agent's generated tokens per episode.")] = None,
+    max_seconds: Annotated[Optional[float], typer.Option("--max-episode-seconds", help="Budget: wall seconds per episode.")] = None,
+    max_context: Annotated[Optional[int], typer.Option("--max-context", help="Budget: context length in tokens.")] = None,
+    call_timeout: Annotated[float, typer.Option("--call-timeout", help="Seconds per tool call (past it: a system error).")] = 30.0,
+    use_ray: Annotated[bool, typer.Option("--ray", help="Spread episodes over a Ray cluster (also when RAY_ADDRESS is set).")] = False,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show the progress bar.")] = True,
+) -> None:
+    """Evaluate a policy: every task REPEAT times, coverage checked, then agg.json.
+
+    Runs like `tbt run` (resumable: a rerun plays only what OUTPUT lacks; system errors go to
+    --errors-output and are re-run, never scored), then checks coverage (--coverage-profile full:
+    every task × repetition scored exactly once, else exit 1 naming each gap) and writes
+    --aggregate-output: per task n and c, pass@1 with Jeffreys and bootstrap intervals, pass@k,
+    observed k/k, pass^k, per domain and tag, and cost with --prices. docs/evaluation.md.
+
+    \b
+    Examples:
+      tbt eval data/samples --test-list data/samples/lists/toy.yaml --policy synthetic --repeat 4 --coverage-profile full --output run.jsonl --errors-output err.jsonl --aggregate-output agg.json
+      tbt eval data/samples --test-list data/samples/lists/toy.yaml --policy synthetic:p=0.9 -n 4 -o cand.jsonl --aggregate-output cand.agg.json --prices data/prices.example.yaml --price-model agent=Qwen/Qwen3-8B
+    """
+    from trainer.eval.aggregate import expected_from_tasks
+    from trainer.rollout.runner import default_errors_path
+    from trainer.rollout.setup import load_run_dataset
+
+    _profile(coverage_profile)
+    price_table, price_models = _prices(prices, price_model)
+    spec = _spec(dataset, policy, test_list, user, judge, servers, python, family, thinking, agent,
+                 max_tokens_total, max_seconds, max_context, call_timeout, False, strip_sources)
+    result, n_tasks = _play(spec, repeat=repeat, output=output, errors_output=errors_output, concurrency=concurrency,
+                            retries=retries, seed=seed, progress=progress, use_ray=use_ray)
+    _report(result, n_tasks, repeat, output, exit_on_unresolved=False)
+    errors_output = errors_output or default_errors_path(output)
+    expected = expected_from_tasks(list(load_run_dataset(spec).tasks.values()), repeat, str(test_list or dataset))
+    paths = [p for p in (output, errors_output) if p.exists()]
+    _aggregate(paths, expected, profile=coverage_profile, prices=price_table, price_models=price_models, label=label,
+               output=aggregate_output, seed=seed, resamples=bootstrap)
+
+
+def _profile(profile: str) -> None:
+    from trainer.eval.coverage import PROFILES
+
+    if profile not in PROFILES:
+        _fail(f"error: --coverage-profile {profile!r}: expected one of {', '.join(PROFILES)}")
+
+
+def aggregate_command(
+    records: Annotated[list[Path], typer.Argument(exists=True, dir_okay=False, help=(
+        "Record files (JSONL): ours (tbt run / tbt eval, and their errors files) or tb infer's."))],
+    output: Annotated[Path, typer.Option("--output", "-o", dir_okay=False, help="Where agg.json goes.")],
+    test_list: Annotated[Optional[Path], typer.Option("--test-list", exists=True, dir_okay=False, help=(
+        "The tasks the protocol ran (default: the dataset's, else every uid in the records)."))] = None,
+    dataset: Annotated[Optional[Path], typer.Option("--dataset", exists=True, file_okay=False, help=(
+        "The dataset: domains from its domain: tags, per-tag blocks, records of changed tasks found."))] = None,
+    repeat: Annotated[Optional[int], typer.Option("--repeat", "-n", min=1, help=(
+        "Repetitions per task (default: the most the records show)."))] = None,
+    coverage_profile: Annotated[str, typer.Option("--coverage-profile", help=PROFILE_HELP)] = "full",
+    prices: Annotated[Optional[Path], typer.Option("--prices", exists=True, dir_okay=False, help=PRICES_HELP)] = None,
+    price_model: Annotated[Optional[list[str]], typer.Option("--price-model", help=PRICE_MODEL_HELP)] = None,
+    label: Annotated[Optional[str], typer.Option("--label", help="The run's name (default: the policy's model).")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
+    bootstrap: Annotated[int, typer.Option("--bootstrap", min=100, help="Bootstrap resamples.")] = 2000,
+) -> None:
+    """Aggregate records into agg.json (ours, or the ThinkingBox framework's tb infer JSONL).
+
+    Coverage is checked against --test-list / --dataset × --repeat (profile full refuses on any
+    missing, unresolved, duplicated or unexpected task × repetition and names each, exit 1).
+
+    \b
+    Examples:
+      tbt aggregate run.jsonl err.jsonl --test-list data/samples/lists/toy.yaml --repeat 4 --output agg.json
+      tbt aggregate run.jsonl --dataset data/samples --test-list data/samples/lists/toy.yaml --prices data/prices.example.yaml --price-model agent=Qwen/Qwen3-8B -o agg.json
+      tbt aggregate run.jsonl --coverage-profile none --output partial.agg.json
+    """
+    from trainer.eval.coverage import Expected
+
+    _profile(coverage_profile)
+    price_table, price_models = _prices(prices, price_model)
+    if dataset is not None:
+        expected = _dataset_expected(dataset, test_list, repeat)
+    elif test_list is not None:
+        expected = Expected(uids=_list_uids(test_list), repeat=repeat, source=str(test_list))
+    else:
+        expected = Expected(repeat=repeat)
+    _aggregate(list(records), expected, profile=coverage_profile, prices=price_table, price_models=price_models,
+               label=label, output=output, seed=seed, resamples=bootstrap)
+
+
+def _dataset_expected(dataset: Path, test_list: Path | None, repeat: int | None):
+    from trainer.env.errors import DatasetError
+    from trainer.env.tasks import load_dataset
+    from trainer.eval.aggregate import expected_from_tasks
+
+    try:
+        ds = load_dataset(dataset, test_list=test_list)
+    except DatasetError as e:
+        _fail(*(f"error: {x}" for x in e.errors))
+    bad = [e for e in ds.errors if test_list is not None and Path(e.file) == test_list]
+    if bad:
+        _fail(*(f"error: --test-list {e}" for e in bad))
+    return expected_from_tasks(list(ds.tasks.values()), repeat, str(test_list or dataset))
+
+
+def _list_uids(test_list: Path) -> list[str]:
+    from trainer.env.tasks import read_test_list
+
+    entries, errors = read_test_list(test_list)
+    if errors:
+        _fail(*(f"error: --test-list {e}" for e in errors))
+    return list(dict.fromkeys(f"{Path(f).name}:{t}" for f, t, _ in entries))
+
+
+def compare_command(
+    base: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="The base run's agg.json.")],
+    candidate: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="The candidate's agg.json.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the figures as one JSON object.")] = False,
+    seed: Annotated[int, typer.Option("--seed", help="Paired bootstrap seed.")] = 0,
+    bootstrap: Annotated[int, typer.Option("--bootstrap", min=100, help="Paired bootstrap resamples.")] = 2000,
+) -> None:
+    """Base → candidate: the seed's Table 1 (observed k/k, pass@1, pass@k) with a paired
+    bootstrap of the pass@1 change over tasks, Table 2 (pass@1 by domain), the per-domain
+    changes, and Table 3 (cost per dependable task) when both carry costs.
+
+    \b
+    Examples:
+      tbt compare base.agg.json cand.agg.json
+      tbt compare base.agg.json cand.agg.json --json
+    """
+    import json
+
+    from trainer.eval.aggregate import read_agg
+    from trainer.eval.compare import compare, render
+
+    try:
+        a, b = read_agg(base), read_agg(candidate)
+    except ValueError as e:
+        _fail(f"error: {e}")
+    cmp = compare(a, b, resamples=bootstrap, seed=seed)
+    if as_json:
+        print(json.dumps(cmp, ensure_ascii=False))
+    else:
+        typer.echo(render(cmp))
+
+
+__all__ = ["aggregate_command", "compare_command", "eval_command", "summary_text"]

@@ -13,10 +13,12 @@ import os
 import re
 import shlex
 import subprocess
+import time
 import sys
 from pathlib import Path
 
 import pytest
+import httpx
 import typer
 from typer.testing import CliRunner
 
@@ -102,6 +104,22 @@ def test_help_example_runs(example, run_dir):
         r = subprocess.run([sys.executable, "-m", "trainer.cli", *argv], cwd=ROOT, stdin=subprocess.DEVNULL,
                            capture_output=True, text=True, timeout=120)
         assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+        return
+    if argv[0] == "serve-proxy":  # a server: it must come up (healthz), then it is stopped
+        port = argv[argv.index("--port") + 1]
+        p = subprocess.Popen([sys.executable, "-m", "trainer.cli", *argv], cwd=ROOT, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+        try:
+            deadline, up = time.monotonic() + 60, False
+            while time.monotonic() < deadline and p.poll() is None and not up:
+                try:
+                    up = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200
+                except httpx.HTTPError:
+                    time.sleep(0.2)
+            assert up, p.stderr.read() if p.poll() is not None else "no answer on /healthz"
+        finally:
+            p.terminate()
+            p.wait(10)
         return
     if argv[0] == "parity" and "vllm" in argv and not VLLM_PY.exists() and not os.environ.get("TBT_REQUIRE_VLLM"):
         pytest.skip("vLLM parsers env not built: bash scripts/setup_vllm_parsers_env.sh")

@@ -31,6 +31,7 @@ from trainer.env.tasks import Dataset, load_dataset
 from trainer.eval_cli import aggregate_command, compare_command, eval_command
 from trainer.probe_cli import probe_command, quickstart_command
 from trainer.run_cli import run_command, show_command
+from trainer.serve_cli import serve_proxy_command
 
 if TYPE_CHECKING:  # the sandbox imports the MCP SDK (~1 s): only the commands that run one import it
     from trainer.env.mcp_host import ServerRegistry
@@ -42,6 +43,7 @@ EXAMPLES = {
     "validate-golden": "tbt validate-golden tests/fixtures/datasets/sandbox --perturb --noop",
     "parity": "tbt parity tests/conformance/records.jsonl",
     "serve-domain": "tbt serve-domain toy   (an MCP stdio server; a client speaks first)",
+    "serve-proxy": "tbt serve-proxy --upstream http://127.0.0.1:8001/v1 --port 8014",
     "quickstart": "tbt quickstart",
     "run": "tbt run data/samples --policy synthetic --repeat 2 --output r.jsonl",
     "probe": "tbt probe data/samples --policy synthetic --n 8 --output probes.jsonl",
@@ -66,6 +68,7 @@ tasks_app = typer.Typer(help="Read ThinkingBox-format datasets.", no_args_is_hel
 app.add_typer(tasks_app, name="tasks")
 app.command("parity")(parity_command)
 app.command("serve-domain")(serve_domain_command)
+app.command("serve-proxy")(serve_proxy_command)
 app.command("quickstart")(quickstart_command)
 app.command("run")(run_command)
 app.command("probe")(probe_command)

@@ -515,13 +515,16 @@ def parse_ids(ids: Sequence[int], tokenizer: Any, **kw: Any) -> Completion:
 
 def response_text(response: Mapping[str, Any]) -> tuple[str, Literal["stop", "length"]]:
     """The text the model wrote, and how its turn finished, from an OpenAI chat-completion response
-    (dict) of a server that runs no tool parser (a split-off reasoning is put back in front)."""
+    (dict) of a server that runs no tool parser (a split-off reasoning is put back in front), or
+    of our serving proxy (`tbt serve-proxy`), whose choices carry the raw text as `tb_text`."""
     try:
         choice = response["choices"][0]
         msg = choice["message"]
         msg.get
     except (KeyError, IndexError, TypeError, AttributeError):
         raise InterpretError("response has no choices[0].message") from None
+    if isinstance(choice.get("tb_text"), str):  # our serving proxy: the model's raw text, read again here
+        return choice["tb_text"], "length" if choice.get("finish_reason") == "length" else "stop"
     if msg.get("tool_calls"):
         raise InterpretError("the server parsed tool calls itself; turn its tool parser off so that "
                              "tb_interpret stays the only interpreter")

@@ -1,0 +1,185 @@
+"""tbt serve-proxy against a real local upstream: a small OpenAI-compatible completions server
+(standing in for vLLM) that answers with the synthetic policy's Qwen text, started by the test.
+The proxy runs under uvicorn on a free port; a real HTTP client talks to it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+
+from trainer.core import tb_interpret as ti
+from trainer.domains import DOMAINS
+from trainer.env.mcp_host import ServerRegistry
+from trainer.env.tasks import load_dataset
+from trainer.rollout.episode import EpisodeConfig, EpisodeSetup, run_episode
+from trainer.rollout.policy import make_policy
+from trainer.rollout.synthetic import SyntheticJudge
+from trainer.rollout.user import make_user
+from trainer.serve.proxy import ProxyConfig, build_app
+
+ROOT = Path(__file__).resolve().parents[1]
+DS = load_dataset(ROOT / "data" / "samples")
+TOOLS = [{"type": "function", "function": {"name": "find_member", "description": "Find a member.", "parameters": {
+    "type": "object", "properties": {"email": {"type": "string"}, "limit": {"type": "integer"}}, "required": ["email"]}}}]
+CALL_TEXT = ('<think>\nLook the member up.\n</think>\n\n<tool_call>\n{"name": "find_member", "arguments": '
+             '{"email": "ada@example.org", "limit": 2}}\n</tool_call>')
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Upstream:
+    """/v1/models and /v1/completions; `texts` are answered in turn (the last one repeats)."""
+
+    def __init__(self, texts: list[str], status: int = 200):
+        self.texts, self.status, self.requests = list(texts), status, []
+        up = self
+
+        class H(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def _send(self, code, obj):
+                body = json.dumps(obj).encode()
+                self.send_response(code)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self):
+                self._send(200, {"object": "list", "data": [{"id": "tiny"}]})
+
+            def do_POST(self):
+                req = json.loads(self.rfile.read(int(self.headers["content-length"])))
+                up.requests.append(req)
+                if up.status != 200:
+                    return self._send(up.status, {"error": {"message": "engine overloaded"}})
+                text = up.texts.pop(0) if len(up.texts) > 1 else up.texts[0]
+                self._send(200, {"id": "cmpl-1", "model": req["model"], "choices": [
+                    {"index": 0, "text": text, "finish_reason": "stop", "token_ids": [1, 2, 3]}],
+                    "usage": {"prompt_tokens": 10, "completion_tokens": 3}})
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class Proxy:
+    def __init__(self, upstream: str, family="hermes"):
+        self.port = free_port()
+        config = uvicorn.Config(build_app(ProxyConfig(upstream=upstream, family=family, ready_timeout_s=1.0)),
+                                host="127.0.0.1", port=self.port, log_level="error")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started and time.monotonic() < deadline:
+            time.sleep(0.02)
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def close(self):
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+@pytest.fixture
+def upstream():
+    u = Upstream([CALL_TEXT, "<think>\nok\n</think>\n\nDone. <DONE>"])
+    yield u
+    u.close()
+
+
+@pytest.fixture
+def proxy(upstream):
+    p = Proxy(upstream.url)
+    yield p
+    p.close()
+
+
+SYSTEMS = [{"role": "system", "content": "You are an agent."}, {"role": "system", "content": "Library desk."}]
+
+
+def test_readyz_follows_the_upstream(upstream):
+    p = Proxy(upstream.url)
+    try:
+        assert httpx.get(p.url + "/readyz").status_code == 200
+        assert httpx.get(p.url + "/healthz").status_code == 200
+        upstream.close()
+        r = httpx.get(p.url + "/readyz")
+        assert r.status_code == 503 and r.json()["ready"] is False
+    finally:
+        p.close()
+
+
+def test_a_chat_request_with_tools_returns_tb_interprets_typed_calls(proxy, upstream):
+    msgs = SYSTEMS + [{"role": "user", "content": "Find ada@example.org"}]
+    r = httpx.post(proxy.url + "/v1/chat/completions", json={"model": "tiny", "messages": msgs, "tools": TOOLS,
+                                                             "temperature": 0.5, "max_tokens": 64})
+    assert r.status_code == 200, r.text
+    choice = r.json()["choices"][0]
+    ours = ti.parse(CALL_TEXT, family="hermes", tools=TOOLS)
+    got = [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in choice["message"]["tool_calls"]]
+    assert got == [(c.name, c.arguments) for c in ours.tool_calls] == [("find_member", {"email": "ada@example.org", "limit": 2})]
+    assert choice["message"]["reasoning_content"] == "Look the member up." and choice["finish_reason"] == "tool_calls"
+    assert choice["tb_text"] == CALL_TEXT and choice["token_ids"] == [1, 2, 3]
+    sent = upstream.requests[0]
+    assert sent["prompt"] == ti.render(msgs, family="hermes", tools=TOOLS, add_generation_prompt=True)
+    assert sent["prompt"].count("<|im_start|>system") == 1  # sysmerge
+    assert sent["return_token_ids"] is True and sent["temperature"] == 0.5 and sent["max_tokens"] == 64
+
+
+def test_a_rejected_call_is_reported_not_returned(proxy, upstream):
+    upstream.texts = ['<think>\nx\n</think>\n\n<tool_call>\n{"name": "find_member", "arguments": {"email": NaN}}\n</tool_call>']
+    r = httpx.post(proxy.url + "/v1/chat/completions", json={"model": "tiny", "tools": TOOLS,
+                                                             "messages": [{"role": "user", "content": "x"}]})
+    choice = r.json()["choices"][0]
+    assert "tool_calls" not in choice["message"] and choice["tb_rejected_calls"][0]["problem"] == "malformed"
+
+
+def test_streaming_is_refused_and_upstream_errors_pass_through(proxy, upstream):
+    r = httpx.post(proxy.url + "/v1/chat/completions", json={"model": "t", "stream": True, "messages": []})
+    assert r.status_code == 400 and "streaming" in r.json()["error"]["message"]
+    upstream.status = 503
+    r = httpx.post(proxy.url + "/v1/chat/completions", json={"model": "t", "messages": [{"role": "user", "content": "x"}]})
+    assert r.status_code == 503 and "overloaded" in r.text
+
+
+def test_an_unreachable_upstream_is_a_502():
+    p = Proxy(f"http://127.0.0.1:{free_port()}/v1")
+    try:
+        r = httpx.post(p.url + "/v1/chat/completions", json={"model": "t", "messages": [{"role": "user", "content": "x"}]})
+        assert r.status_code == 502 and "cannot be reached" in r.text
+    finally:
+        p.close()
+
+
+def test_an_episode_through_the_proxy_is_read_as_training_reads_it(proxy, upstream):
+    """`tbt run --policy openai:<proxy>`: the record's calls are tb_interpret's reading of the
+    model's raw text (the proxy hands it over as tb_text), and the episode is graded."""
+    task = DS.tasks["toy_loans.py:test_fine_correction"]
+    upstream.texts = [CALL_TEXT.replace(', "limit": 2', ""), "<think>\nok\n</think>\n\nDone. <DONE>"]
+    policy = make_policy(f"openai:{proxy.url}/v1#tiny,max_tokens=128")
+    setup = EpisodeSetup(ServerRegistry(domains=DOMAINS), DS.agent(), policy, make_user("scripted"), SyntheticJudge(),
+                         {"kind": "synthetic"}, EpisodeConfig())
+    rec = asyncio.run(run_episode(task, setup))
+    assert rec.system_error is None and rec.end_reason == "done", rec.verdict
+    assert rec.tool_calls[0]["name"] == "find_member" and rec.tool_calls[0]["arguments"] == {"email": "ada@example.org"}
+    assert rec.messages[3]["reasoning_content"] == "Look the member up."
+    assert upstream.requests[0]["prompt"].count("<|im_start|>system") == 1

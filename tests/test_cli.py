@@ -94,6 +94,7 @@ def test_top_level_epilog_lists_every_command():
 def run_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("examples")
     (d / "data").symlink_to(ROOT / "data")
+    (d / "tests").symlink_to(ROOT / "tests")  # fixtures that examples read (tbt report)
     return d
 
 
@@ -125,7 +126,7 @@ def test_help_example_runs(example, run_dir):
         pytest.skip("vLLM parsers env not built: bash scripts/setup_vllm_parsers_env.sh")
     cwd = os.getcwd()
     os.chdir(ROOT)  # examples name paths relative to the repository root
-    if argv[0] in ("run", "show", "probe", "quickstart"):  # they write records: in a scratch directory that sees data/
+    if argv[0] in ("run", "show", "probe", "quickstart", "report"):  # they write files: in a scratch directory that sees data/ and tests/
         os.chdir(run_dir)
         if argv[0] == "show" and not Path(argv[1]).exists():
             assert invoke("run", "data/samples", "--policy", "synthetic", "--repeat", "2", "--output", argv[1],

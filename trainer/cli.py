@@ -30,6 +30,7 @@ from trainer.env.errors import DatasetError, TaskFormatError
 from trainer.env.tasks import Dataset, load_dataset
 from trainer.eval_cli import aggregate_command, compare_command, eval_command
 from trainer.probe_cli import probe_command, quickstart_command
+from trainer.report_cli import report_command
 from trainer.run_cli import run_command, show_command
 from trainer.serve_cli import serve_proxy_command
 
@@ -48,6 +49,7 @@ EXAMPLES = {
     "run": "tbt run data/samples --policy synthetic --repeat 2 --output r.jsonl",
     "probe": "tbt probe data/samples --policy synthetic --n 8 --output probes.jsonl",
     "show": "tbt show r.jsonl toy_loans.py:test_fine_correction",
+    "report": "tbt report tests/fixtures/eval/base.agg.json tests/fixtures/eval/candidate.agg.json --html report.html",
     "eval": "tbt eval data/samples --test-list data/samples/lists/toy.yaml --policy synthetic -n 4 -o run.jsonl --aggregate-output agg.json",
     "aggregate": "tbt aggregate run.jsonl --test-list data/samples/lists/toy.yaml --output agg.json",
     "compare": "tbt compare base.agg.json cand.agg.json",
@@ -73,6 +75,7 @@ app.command("quickstart")(quickstart_command)
 app.command("run")(run_command)
 app.command("probe")(probe_command)
 app.command("show")(show_command)
+app.command("report")(report_command)
 app.command("eval")(eval_command)
 app.command("aggregate")(aggregate_command)
 app.command("compare")(compare_command)

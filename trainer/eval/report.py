@@ -1,0 +1,320 @@
+"""`tbt report`: agg.json files -> one HTML page of tables, with its plots as PNGs beside it.
+
+    report(["base.agg.json", "candidate.agg.json"], "out/report.html", probes="bands.csv")
+
+writes `out/report.html` and, in the same folder, `report-reliability.png` (always),
+`report-heatmap-2.png` ... (one per candidate: every file after the first is compared with the
+first, the base), `report-pareto.png` (when any run has a cost: aggregated with a price table)
+and `report-bands.png` (when probe data is given). The HTML links them by relative name and holds
+everything else itself (inline CSS, no script, no remote resource), so the folder can be moved or
+served as it is.
+
+Sections: the runs (tasks, attempts, pass@1 with its Jeffreys and task-bootstrap intervals, pass@k,
+observed k/k, cost); per candidate the seed's Table 1 (observed k/k, pass@1, pass@k: base ->
+candidate, change) with the paired bootstrap of the pass@1 change, Table 3 (costs) and the
+per-domain heatmap (Figure 3, trainer/eval/report_plots.py); cost per successful attempt vs
+pass@1 with the Pareto frontier (Figure 4); reliability curves (pass^k and pass@k vs k); per run,
+the per-domain table; the band histogram of `bands.csv` (data/prepare_data.py).
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from trainer.eval import compare as cmp_mod
+from trainer.eval import report_plots as plots
+from trainer.eval.aggregate import read_agg
+
+HEAT_METRICS = ("pass@1", "pass@{k}", "observed {k}/{k}")  # Figure 3's columns
+CSS = """body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}
+h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #ddd}h3{font-size:1.05em}
+table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #ccc;padding:.25em .6em;text-align:right}
+th{background:#f3f5f8}td:first-child,th:first-child{text-align:left}.up{color:#1a7f37}.down{color:#c62828}
+img{max-width:100%;border:1px solid #eee;margin:.5em 0}.note{color:#666;font-size:.9em}code{font-size:.92em}"""
+
+
+class ReportError(ValueError):
+    """Inputs that cannot be reported (the message names the file and what is wrong)."""
+
+
+@dataclass
+class Run:
+    label: str
+    path: Path
+    doc: dict[str, Any]
+
+    @property
+    def overall(self) -> dict[str, Any]:
+        return self.doc["overall"]
+
+    @property
+    def k(self) -> int:
+        return int(self.overall["observed_k_of_k"]["k"])
+
+    @property
+    def cost(self) -> dict[str, Any] | None:
+        return self.overall.get("cost")
+
+
+def load_runs(paths: Sequence[str | Path]) -> list[Run]:
+    """The agg.json files, labelled by their `label` (the file name added when two repeat)."""
+    runs = []
+    for p in paths:
+        try:
+            doc = read_agg(p)
+        except ValueError as e:
+            raise ReportError(str(e)) from None
+        for key in ("pass_at_1", "pass_at_k", "pass_hat_k", "observed_k_of_k"):
+            if key not in doc["overall"]:
+                raise ReportError(f"{p}: overall.{key}: missing (not an agg.json of tbt aggregate)")
+        runs.append(Run(str(doc.get("label") or Path(p).stem), Path(p), doc))
+    labels = [r.label for r in runs]
+    for r in runs:
+        if labels.count(r.label) > 1:
+            r.label = f"{r.label} ({r.path.name})"
+    return runs
+
+
+def read_bands(path: str | Path) -> tuple[list[str], dict[str, dict[str, int]], dict[str, int], int]:
+    """bands.csv -> (band names in order, {band: {domain: tasks}}, {band: kept}, tasks without a
+    band). Band order: the `mass_<band>` columns, else first appearance."""
+    path = Path(path)
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            header = reader.fieldnames or []
+            rows = list(reader)
+    except OSError as e:
+        raise ReportError(f"{path}: {e.strerror}") from None
+    missing = [c for c in ("uid", "domain", "band", "kept") if c not in header]
+    if missing:
+        raise ReportError(f"{path}: line 1: missing column(s) {', '.join(missing)} (a bands.csv of data/prepare_data.py)")
+    names = [c[len("mass_"):] for c in header if c.startswith("mass_")]
+    counts: dict[str, dict[str, int]] = {}
+    kept: dict[str, int] = {}
+    unbanded = 0
+    for line, row in enumerate(rows, start=2):
+        band = (row.get("band") or "").strip()
+        if not band:
+            unbanded += 1
+            continue
+        if names and band not in names:
+            raise ReportError(f"{path}: line {line}: band: {band!r} is not one of the mass_ columns ({', '.join(names)})")
+        if row["kept"] not in ("yes", "no"):
+            raise ReportError(f"{path}: line {line}: kept: expected yes or no, got {row['kept']!r}")
+        per = counts.setdefault(band, {})
+        per[row["domain"] or "unknown"] = per.get(row["domain"] or "unknown", 0) + 1
+        kept[band] = kept.get(band, 0) + (row["kept"] == "yes")
+    return names or list(counts), counts, kept, unbanded
+
+
+# ---------------------------------------------------------------------------- formatting
+
+def _e(x: Any) -> str:
+    return html.escape(str(x))
+
+
+def pct(share: float | None, digits: int = 2) -> str:
+    return "—" if share is None else f"{share * 100:.{digits}f}%"
+
+
+def _interval(pair: Sequence[float] | None) -> str:
+    return "—" if not pair else f"[{pair[0] * 100:.1f}, {pair[1] * 100:.1f}]"
+
+
+def _signed(x: float | None, unit: str = "", digits: int = 2) -> str:
+    if x is None:
+        return "—"
+    text = f"{abs(x):,.{digits}f}{unit}"
+    if float(f"{abs(x):.{digits}f}") == 0:
+        return f'<span>{text}</span>'
+    return f'<span class="{"up" if x > 0 else "down"}">{"+" if x > 0 else cmp_mod.MINUS}{text}</span>'
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """An HTML table; cells are HTML already (escape text with `_e`)."""
+    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _img(name: str, alt: str) -> str:
+    return f'<p><img src="{_e(name)}" alt="{_e(alt)}"></p>'
+
+
+# ---------------------------------------------------------------------------- sections
+
+def runs_section(runs: Sequence[Run]) -> str:
+    any_cost = any(r.cost for r in runs)
+    headers = ["run", "file", "tasks", "attempts", "pass@1", "95% Jeffreys", "95% task bootstrap", "pass@k",
+               "observed k/k"] + (["campaign cost", "per successful attempt", "per dependable task"] if any_cost else [])
+    rows = []
+    for r in runs:
+        o, k = r.overall, r.k
+        obs = o["observed_k_of_k"]
+        row = [_e(r.label), f"<code>{_e(r.path.name)}</code>", f"{o.get('tasks', len(r.doc['tasks'])):,}",
+               f"{o.get('attempts', 0):,}", pct(o["pass_at_1"]["value"]), _interval(o["pass_at_1"].get("jeffreys")),
+               _interval(o["pass_at_1"].get("bootstrap")), f"pass@{k} {pct(o['pass_at_k'].get(str(k)))}",
+               f"{obs['tasks']:,} of {obs['over']:,} ({pct(obs['share'])}) at {k}/{k}"]
+        if any_cost:
+            c = r.cost or {}
+            row += [_e(cmp_mod.dollars(c.get("campaign"))) + ("" if c.get("complete", True) else " (lower bound)"),
+                    _e(cmp_mod.dollars(c.get("per_successful_attempt"))), _e(cmp_mod.dollars(c.get("per_dependable_task")))]
+        rows.append(row)
+    notes = "".join(f'<p class="note">{_e(r.label)}: {_e(r.overall["note"])}</p>' for r in runs if r.overall.get("note"))
+    return "<h2 id=runs>Runs</h2>" + table(headers, rows) + notes
+
+
+def _heat_rows(c: Mapping[str, Any], base: Run, cand: Run) -> tuple[list[str], list[list[float | None]], list[list[float | None]]]:
+    names, b, d = [], [], []
+    keys = ("pass_at_1", "solved_at_least_once", "observed_k_of_k")
+    for dom in c["domains"]:
+        names.append(dom["domain"])
+        b.append([None if dom["base"] is None or dom["base"][m] is None else dom["base"][m] * 100 for m in keys])
+        d.append([None if dom["candidate"] is None or dom["candidate"][m] is None else dom["candidate"][m] * 100 for m in keys])
+
+    def overall(o: Mapping[str, Any]) -> list[float | None]:
+        vals = (o["pass_at_1"]["value"], o.get("solved_at_least_once", {}).get("share"), o["observed_k_of_k"]["share"])
+        return [None if v is None else v * 100 for v in vals]
+    return names + ["Overall"], b + [overall(base.overall)], d + [overall(cand.overall)]
+
+
+def comparison_section(base: Run, cand: Run, index: int, out_dir: Path, stem: str) -> tuple[str, Path]:
+    c = cmp_mod.compare(base.doc, cand.doc)
+    k = c["k"]
+    rows = []
+    for row in c["table1"]:
+        unit = " tasks" if row["unit"] == "tasks" else " pt"
+        rows.append([_e(row["metric"]), f"{row['base']['count']:,} ({pct(row['base']['share'])})", "→",
+                     f"{row['candidate']['count']:,} ({pct(row['candidate']['share'])})",
+                     _signed(row["change"], unit, 0 if row["unit"] == "tasks" else 2)])
+    out = [f"<h2 id=compare-{index}>{_e(base.label)} → {_e(cand.label)}</h2>",
+           table(["metric", "base", "", "candidate", "change"], rows)]
+    pb = c["paired_pass_at_1"]
+    if pb.get("delta") is not None:
+        lo, hi = pb["interval"]
+        out.append(f'<p class="note">pass@1 change {_signed(pb["delta"] * 100, " pt")}, paired task bootstrap '
+                   f'{int(pb["level"] * 100)}% [{lo * 100:+.2f}, {hi * 100:+.2f}] pt over {pb["tasks"]:,} shared tasks '
+                   f'({pb["resamples"]:,} draws; share of draws with no gain: {pb["p_le_0"]:.3f}).</p>')
+    if c.get("table3"):
+        trows = []
+        for row in c["table3"]["rows"]:
+            fmt = (lambda v: f"{v:,}" if v is not None else "—") if row["key"] == "dependable_tasks" else cmp_mod.dollars
+            change = (f"{row['times']:.1f}× as many" if row.get("times") is not None else "—") if "times" in row \
+                else _signed(row.get("percent"), "%", 1)
+            trows.append([_e(row["metric"]), _e(fmt(row["base"])), "→", _e(fmt(row["candidate"])), change])
+        out.append("<h3>Cost</h3>" + table(["measure", "base", "", "candidate", "change"], trows))
+        if not c["table3"]["complete"]:
+            out.append('<p class="note">Some tokens have no price: the costs are lower bounds.</p>')
+    names, b, d = _heat_rows(c, base, cand)
+    png = out_dir / f"{stem}-heatmap-{index}.png"
+    plots.heatmap(names, [m.format(k=k) for m in HEAT_METRICS], b, d, (base.label, cand.label), png)
+    out.append(f"<h3>Per domain (Figure 3)</h3>{_img(png.name, f'per-domain heatmap: {base.label} vs {cand.label}')}")
+    drows = [[_e(dom["domain"])] + [pct(None if x is None else x / 100) for x in (*bv, *dv)]
+             + [_signed(None if bv[j] is None or dv[j] is None else dv[j] - bv[j], " pt") for j in range(3)]
+             for dom, bv, dv in zip(c["domains"] + [{"domain": "Overall"}], b, d)]
+    heads = [f"{m.format(k=k)}" for m in HEAT_METRICS]
+    out.append(table(["domain"] + [f"{h} base" for h in heads] + [f"{h} cand." for h in heads]
+                     + [f"Δ {h}" for h in heads], drows))
+    return "".join(out), png
+
+
+def pareto_section(runs: Sequence[Run], out_dir: Path, stem: str) -> tuple[str, Path | None]:
+    priced = [r for r in runs if r.cost and r.cost.get("per_successful_attempt") is not None]
+    if not priced:
+        return ("<h2 id=cost>Cost vs pass@1</h2><p class=note>No run has a cost: aggregate with a price table "
+                "(<code>tbt aggregate --prices prices.yaml</code>) to plot cost per successful attempt.</p>"), None
+    pts = [{"label": r.label, "pass_at_1": r.overall["pass_at_1"]["value"] * 100,
+            "cost": r.cost["per_successful_attempt"]} for r in priced]
+    png = plots.pareto(pts, out_dir / f"{stem}-pareto.png")
+    front = {priced[i].label for i in plots.pareto_front([(p["pass_at_1"], p["cost"]) for p in pts])}
+    rows = [[_e(r.label), pct(r.overall["pass_at_1"]["value"]), _e(cmp_mod.dollars(r.cost["per_successful_attempt"])),
+             "yes" if r.label in front else ""] for r in priced]
+    skipped = [r.label for r in runs if r not in priced]
+    note = (f'<p class="note">Not plotted (no cost, or no successful attempt to divide it by): '
+            f'{_e(", ".join(skipped))}.</p>') if skipped else ""
+    return ("<h2 id=cost>Cost per successful attempt vs pass@1 (Figure 4)</h2>"
+            + _img(png.name, "cost per successful attempt vs pass@1 with the Pareto frontier")
+            + table(["run", "pass@1", "cost per successful attempt", "on the Pareto frontier"], rows) + note), png
+
+
+def reliability_section(runs: Sequence[Run], out_dir: Path, stem: str) -> tuple[str, Path]:
+    def curve(block: Mapping[str, Any]) -> dict[int, float | None]:
+        return {int(k): (None if v is None else v * 100) for k, v in block.items()}
+    series = [{"label": r.label, "pass_hat_k": curve(r.overall["pass_hat_k"]), "pass_at_k": curve(r.overall["pass_at_k"])}
+              for r in runs]
+    png = plots.reliability(series, out_dir / f"{stem}-reliability.png")
+    kmax = max((max(s["pass_hat_k"], default=1) for s in series), default=1)
+    ks = sorted({1, 2, 4, 8, 16, kmax, *((kmax + 1) // 2,)} & set(range(1, kmax + 1)))
+    rows = [[_e(s["label"])] + [pct(None if s["pass_hat_k"].get(k) is None else s["pass_hat_k"][k] / 100, 1) for k in ks]
+            for s in series]
+    return ("<h2 id=reliability>Reliability curves</h2>" + _img(png.name, "pass^k and pass@k against k")
+            + table(["run"] + [f"pass^{k}" for k in ks], rows)), png
+
+
+def domains_section(runs: Sequence[Run]) -> str:
+    out = ["<h2 id=domains>Per domain</h2>"]
+    for r in runs:
+        k = r.k
+        rows = []
+        for name, b in r.doc["by_domain"].items():
+            obs = b["observed_k_of_k"]
+            rows.append([_e(name), f"{b['tasks']:,}", pct(b["pass_at_1"]["value"]), _interval(b["pass_at_1"].get("jeffreys")),
+                         pct(b["pass_at_k"].get(str(k))), f"{obs['tasks']:,} ({pct(obs['share'])})"])
+        out.append(f"<h3>{_e(r.label)}</h3>" + table(["domain", "tasks", "pass@1", "95% Jeffreys", f"pass@{k}",
+                                                      f"observed {k}/{k}"], rows))
+    return "".join(out)
+
+
+def bands_section(path: Path, out_dir: Path, stem: str) -> tuple[str, Path]:
+    names, counts, kept, unbanded = read_bands(path)
+    png = plots.bands(names, counts, kept, out_dir / f"{stem}-bands.png")
+    rows = [[_e(b), f"{sum(counts.get(b, {}).values()):,}", f"{kept.get(b, 0):,}"] for b in names]
+    note = f'<p class="note">{unbanded:,} task(s) without a band (not probed, or too few probes).</p>' if unbanded else ""
+    return (f"<h2 id=bands>Difficulty bands (<code>{_e(path.name)}</code>)</h2>"
+            + _img(png.name, "tasks per difficulty band") + table(["band", "tasks", "kept"], rows) + note), png
+
+
+def report(agg_paths: Sequence[str | Path], html_path: str | Path, probes: str | Path | None = None) -> list[Path]:
+    """Write the HTML and its PNGs (module docstring); the files written, the HTML first."""
+    if not agg_paths:
+        raise ReportError("give at least one agg.json")
+    runs = load_runs(agg_paths)
+    html_path = Path(html_path)
+    out_dir = html_path.parent
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = html_path.stem
+    pngs: list[Path] = []
+    parts = [runs_section(runs)]
+    for i, cand in enumerate(runs[1:], start=2):
+        text, png = comparison_section(runs[0], cand, i, out_dir, stem)
+        parts.append(text)
+        pngs.append(png)
+    text, png = pareto_section(runs, out_dir, stem)
+    parts.append(text)
+    pngs += [png] if png else []
+    text, png = reliability_section(runs, out_dir, stem)
+    parts += [text, domains_section(runs)]
+    pngs.append(png)
+    if probes is not None:
+        text, png = bands_section(Path(probes), out_dir, stem)
+        parts.append(text)
+        pngs.append(png)
+    title = "Evaluation report: " + ", ".join(r.label for r in runs)
+    page = (f"<!doctype html>\n<html lang=en><head><meta charset=utf-8><title>{_e(title)}</title>"
+            f"<style>{CSS}</style></head><body><h1>{_e(title)}</h1>"
+            f'<p class="note">From {_e(", ".join(str(p) for p in agg_paths))}'
+            f'{_e(f" and {probes}") if probes else ""}. pass@k and pass^k are the unbiased estimators; '
+            "system errors are excluded and re-run, never counted as failures.</p>"
+            + "".join(parts) + "</body></html>\n")
+    tmp = html_path.with_name(html_path.name + ".tmp")
+    tmp.write_text(page, encoding="utf-8")
+    tmp.replace(html_path)
+    return [html_path, *pngs]
+
+
+__all__ = ["ReportError", "Run", "load_runs", "read_bands", "report"]

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from trainer.env.tasks import Task
+from trainer.rollout.record import tb_result_passed
 
 
 @dataclass
@@ -42,19 +43,6 @@ class ProbeReport:
     lines: int = 0
 
 
-_PASS_WORDS = {"pass", "passed", "success", "succeeded", "ok", "true"}
-
-
-def _passed(result: Any, reward: Any) -> bool:
-    if isinstance(result, bool):
-        return result
-    if isinstance(result, str) and result.strip().lower() in _PASS_WORDS:
-        return True
-    if isinstance(result, (int, float)) and not isinstance(result, bool) and result >= 1:
-        return True
-    return isinstance(reward, (int, float)) and not isinstance(reward, bool) and reward >= 1
-
-
 def read_probe_line(d: Mapping[str, Any]) -> tuple[str, Any, bool | None, str | None]:
     """(uid, repetition, passed or None for a system error, fingerprint or None) of one record;
     KeyError/TypeError/ValueError when it is neither format."""
@@ -71,7 +59,7 @@ def read_probe_line(d: Mapping[str, Any]) -> tuple[str, Any, bool | None, str | 
     meta = d.get("metadata") or {}
     rep = meta.get("repetition", d.get("repetition"))
     sys_err = tr.get("is_system_error") or meta.get("error")
-    return uid, rep, None if sys_err else _passed(tr.get("result"), tr.get("reward")), None
+    return uid, rep, None if sys_err else tb_result_passed(tr.get("result"), tr.get("reward")), None
 
 
 def tally_probes(paths: Iterable[str | Path], tasks: Mapping[str, Task]) -> ProbeReport:

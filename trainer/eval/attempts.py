@@ -23,9 +23,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from trainer.eval.cost import Usage
-
-_PASS_WORDS = {"pass", "passed", "success", "succeeded", "ok", "true"}
-
+from trainer.rollout.record import tb_result_passed
 
 class AttemptError(ValueError):
     """A records line that cannot be read (`file:line: field: what`)."""
@@ -158,19 +156,9 @@ def _tb(d: dict[str, Any], uid: str, where: str) -> Attempt:
         t = _tokens(u, where, f"usage[{i}]", cached_key="cached")
         t.records = 0
         agent.add(t)
-    return Attempt(uid=uid, repetition=rep, passed=not sys_err and _passed(tr.get("result"), tr.get("reward")),
+    return Attempt(uid=uid, repetition=rep, passed=not sys_err and tb_result_passed(tr.get("result"), tr.get("reward")),
                    system_error=cause, where=where, scenario=meta.get("scenario") or None,
                    usage={"agent": agent}, models={"agent": None}, format="tb")
-
-
-def _passed(result: Any, reward: Any) -> bool:
-    if isinstance(result, bool):
-        return result
-    if isinstance(result, str) and result.strip().lower() in _PASS_WORDS:
-        return True
-    if isinstance(result, (int, float)) and not isinstance(result, bool) and result >= 1:
-        return True
-    return isinstance(reward, (int, float)) and not isinstance(reward, bool) and reward >= 1
 
 
 __all__ = ["Attempt", "AttemptError", "ReadResult", "parse_attempt", "read_attempts"]

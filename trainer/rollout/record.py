@@ -112,6 +112,22 @@ def _jsonable(x: Any) -> Any:
     return repr(x)
 
 
+_TB_PASS_WORDS = {"pass", "passed", "success", "succeeded", "ok", "true"}
+
+
+def tb_result_passed(result: Any, reward: Any) -> bool:
+    """Whether a ThinkingBox framework record's `test_result` says the task passed (`tb infer`
+    JSONL, TASK_FORMAT.md §7): `result` true (or "pass", "passed", "success", ...) or >= 1, or a
+    reward of 1. The one reader of that field (probes and evaluation use it)."""
+    if isinstance(result, bool):
+        return result
+    if isinstance(result, str) and result.strip().lower() in _TB_PASS_WORDS:
+        return True
+    if isinstance(result, (int, float)) and result >= 1:
+        return True
+    return isinstance(reward, (int, float)) and not isinstance(reward, bool) and reward >= 1
+
+
 class RecordFileError(ValueError):
     """A records file line that is not a record (names the file and line)."""
 
@@ -169,4 +185,5 @@ class RecordWriter:
         self.close()
 
 
-__all__ = ["END_REASONS", "RECORD_VERSION", "EpisodeRecord", "RecordFileError", "RecordWriter", "read_records"]
+__all__ = ["END_REASONS", "RECORD_VERSION", "EpisodeRecord", "RecordFileError", "RecordWriter", "read_records",
+           "tb_result_passed"]

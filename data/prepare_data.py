@@ -25,8 +25,8 @@ from trainer.data.prepare import PrepareConfig, PrepareError, prepare  # noqa: E
 from trainer.data.view import histogram, outcome_line  # noqa: E402
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None)
-err = Console(stderr=True)
-out = Console()
+err = Console(stderr=True, soft_wrap=True)  # a message, path or file:line is never broken across lines
+out = Console(soft_wrap=True)
 
 
 @app.command()

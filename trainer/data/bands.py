@@ -28,6 +28,7 @@ from scipy.stats import beta
 DEFAULT_BOUNDARIES = (0.08, 0.40, 0.60, 0.90)
 DEFAULT_NAMES = ("rarely_solved", "difficult", "intermediate", "frequently_solved", "nearly_always_solved")
 DEFAULT_KEEP = ("difficult", "intermediate", "frequently_solved")
+TIE_TOLERANCE = 1e-12  # band masses closer than this are equal (their rounding is ~1e-16)
 
 
 class BandError(ValueError):
@@ -84,7 +85,10 @@ def band_masses(k: int, n: int, bands: Bands) -> list[float]:
 def assign(k: int, n: int, bands: Bands) -> tuple[str, list[float]]:
     """(the band with the largest posterior mass, every band's mass)."""
     masses = band_masses(k, n, bands)
-    best = max(range(len(masses)), key=lambda i: (masses[i], -i))
+    top = max(masses)
+    # ties go to the lower band; masses are differences of CDFs, so equal masses (a symmetric
+    # posterior, symmetric bands) can differ by rounding: closer than TIE_TOLERANCE is a tie
+    best = next(i for i, m in enumerate(masses) if m >= top - TIE_TOLERANCE)
     return bands.names[best], masses
 
 

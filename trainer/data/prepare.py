@@ -22,7 +22,8 @@ Outputs (in `out_dir`, each written atomically: a temporary file renamed into pl
     bands.csv                one row per candidate (columns in `CSV_COLUMNS`)
     bands.png                the band histogram (kept and dropped per band, stacked by domain)
     summary.json             counts per band x domain, kept, excluded, dropped and why, input problems
-    manifest.json            the configuration and the SHA-256 of every input and output
+    manifest.json            the configuration and the SHA-256 of every input (a dataset: of its
+                             files, see `sha256`) and output
 """
 
 from __future__ import annotations
@@ -296,6 +297,13 @@ def histogram_png(decisions: list[Decision], bands: Bands) -> bytes:
 
 
 def sha256(path: Path) -> str:
+    """A file's SHA-256; a directory's (a dataset) is the SHA-256 of "relative/path<TAB>file sha256"
+    lines, one per file, sorted (bytecode caches left out: importing tasks writes them)."""
+    if path.is_dir():
+        files = sorted(f.relative_to(path).as_posix() for f in path.rglob("*")
+                       if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".pyc")
+        lines = "".join(f"{f}\t{sha256(path / f)}\n" for f in files)
+        return hashlib.sha256(lines.encode("utf-8")).hexdigest()
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -354,7 +362,7 @@ def prepare(cfg: PrepareConfig) -> PrepareResult:
     for name, make in files.items():
         write_atomic(out / name, make())
         outputs[name] = out / name
-    inputs = [*cfg.probes, *cfg.screen, *cfg.test_lists, *cfg.exclude_lists]
+    inputs = [*cfg.probes, *cfg.screen, *cfg.datasets, *cfg.test_lists, *cfg.exclude_lists, *cfg.exclude_datasets]
     manifest = {"tool": "data/prepare_data.py", "config": _config_json(cfg),
                 "inputs": {str(p): sha256(p) for p in inputs},
                 "outputs": {name: sha256(p) for name, p in outputs.items()}}

@@ -809,9 +809,12 @@ def test_quickstart_runs_end_to_end(tmp_path):
     assert sorted(p.name for p in (tmp_path / "prepared").iterdir()) == sorted(OUTPUTS)
     rows = read_csv(tmp_path / "prepared" / "bands.csv")
     assert len(rows) == 141 and all(r["n"] == "2" and r["band"] for r in rows)
-    # two probes are fewer than the default --min-probes 4: banded and shown, none kept
-    assert {r["reason"] for r in rows} == {"too few probes (n=2 < 4)"}
-    assert "141 candidate(s): 0 kept" in flat(r.output)
+    # a short quickstart bands its tasks on the probes it made (min probes = n): kept as the bands say
+    assert all((r["kept"] == "yes") == (r["band"] in BANDS.keep) for r in rows)
+    assert {r["reason"] for r in rows if r["kept"] == "no"} <= {f"band {b} is dropped" for b in BANDS.names}
+    kept = sum(r["kept"] == "yes" for r in rows)
+    assert 0 < kept < 141 and f"141 candidate(s): {kept} kept" in flat(r.output)
+    assert "python -m verl.trainer.main_ppo" in flat(r.output)  # ends with the training dry run
     assert "training pool:" in flat(r.output) and "--failed" in flat(r.output)
     again = tbt("quickstart", "--n", "2", "--out-dir", tmp_path, "--no-progress")
     assert again.exit_code == 0 and "282 already recorded, 0 written now" in flat(again.output)

@@ -121,7 +121,8 @@ def quickstart_command(
     _report(result, n_tasks, n, probes)
     bands = Bands()
     try:
-        res = prepare(PrepareConfig(probes=[probes], datasets=[dataset], out_dir=out_dir / "prepared", bands=bands))
+        res = prepare(PrepareConfig(probes=[probes], datasets=[dataset], out_dir=out_dir / "prepared", bands=bands,
+                                    min_probes=min(4, n)))  # a short quickstart (--n 2) still bands its tasks
     except PrepareError as e:
         err.print(f"error: {e}", markup=False, highlight=False)
         raise typer.Exit(2)

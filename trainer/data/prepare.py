@@ -232,7 +232,7 @@ def parquet_rows(decisions: list[Decision], which: str) -> list[dict[str, Any]]:
         rows.append({"data_source": d.domain, "agent_name": AGENT_LOOP_NAME,
                      "prompt": [{"role": "user", "content": d.task.query}],
                      "reward_model": {"style": "thinkingbox", "ground_truth": ""},
-                     "extra_info": {"uid": d.task.uid, "dataset": str(d.dataset), "band": d.band, "index": i}})
+                     "extra_info": {"uid": d.task.uid, "dataset": str(Path(d.dataset).resolve()), "band": d.band, "index": i}})
     return rows
 
 

@@ -9,7 +9,7 @@ from rich.table import Table
 from trainer.data.bands import Bands
 
 
-def histogram(summary: dict[str, Any], bands: Bands, width: int = 40) -> Table:
+def histogram(summary: dict[str, Any], bands: Bands, width: int = 24) -> Table:
     t = Table(title="tasks per difficulty band (largest Jeffreys posterior mass)", show_edge=False)
     for col in ("band", "interval", "tasks", "", "kept"):
         t.add_column(col)

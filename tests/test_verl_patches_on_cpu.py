@@ -5,6 +5,7 @@ patched copy (must show the new one), so it fails where the patch is missing or 
 from __future__ import annotations
 
 import importlib.util
+import re
 import shutil
 import subprocess
 import sys
@@ -41,7 +42,7 @@ def test_every_patch_names_what_why_and_its_target():
     assert patches
     for p in patches:
         head = p.read_text().split("\n--- ")[0]
-        assert "What:" in head and "Why:" in head and "Against: verl 0.9.0" in head, p.name
+        assert re.search(r"What( \(\d\))?:", head) and re.search(r"Why( \(\d\))?:", head) and "Against: verl 0.9.0" in head, p.name
 
 
 def _failed_group_buffer(module):
@@ -74,7 +75,7 @@ def stock_module(tmp_path: Path, patch: Path, rel: str, name: str):
 
 
 def test_0001_a_failed_group_is_dropped_whole(tmp_path):
-    patch = PATCHES / "0001-replay-buffer-drop-failed-groups.patch"
+    patch = PATCHES / "0001-replay-buffer.patch"
     stock = stock_module(tmp_path, patch, "verl/trainer/ppo/v1/replay_buffer.py", "_tb_stock_replay_buffer")
     before = _failed_group_buffer(stock)
     _, _, failed, _ = before._terminal_eviction_reasons(1, "train")
@@ -95,3 +96,33 @@ def test_patch_is_not_applied_twice(tmp_path, patch):
     again = subprocess.run(["patch", "-p1", "--forward", "--dry-run", "-i", str(patch)], cwd=tmp_path,
                            capture_output=True, text=True)
     assert again.returncode != 0 and "previously applied" in again.stdout.lower() + again.stderr.lower()
+
+
+class _TQ:
+    """TransferQueue's client functions the replay buffer calls, over a dict (its boundary only)."""
+
+    def __init__(self, extra: dict[str, dict]):
+        self.extra = extra
+
+    def kv_batch_get(self, keys, partition_id, select_fields):
+        assert select_fields == ["extra_fields"]
+        return {"extra_fields": [self.extra[k] for k in keys]}
+
+
+def test_0001_each_step_logs_the_episode_metrics(tmp_path, monkeypatch):
+    patch = PATCHES / "0001-replay-buffer.patch"
+    stock = stock_module(tmp_path, patch, "verl/trainer/ppo/v1/replay_buffer.py", "_tb_stock_rb_metrics")
+    assert not hasattr(stock.ReplayBuffer, "_episode_metrics")  # unpatched: training logs none of them
+    mod = patched_module(tmp_path / "patched", patch, "verl/trainer/ppo/v1/replay_buffer.py", "_tb_patched_rb_metrics")
+    infos = [{"score": 1.0, "passed": 1.0, "end_reason": "done", "system_error_reruns": 0},
+             {"score": 0.0, "passed": 0.0, "end_reason": "agent_limit", "system_error_reruns": 2},
+             {"score": 1.0, "passed": 1.0, "end_reason": "done", "system_error_reruns": 0},
+             {"score": 0.0, "passed": 0.0, "end_reason": "done", "system_error_reruns": 1}]
+    keys = [f"g1_{i}" for i in range(4)]
+    monkeypatch.setattr(mod, "tq", _TQ({k: {"reward_extra_info": i} for k, i in zip(keys, infos)}))
+    buf = _failed_group_buffer(mod)
+    m = buf._episode_metrics("train", keys)
+    assert m == {"training/episode/score/mean": 0.5, "training/episode/passed/mean": 0.5,
+                 "training/episode/end_reason/done": 0.75, "training/episode/end_reason/agent_limit": 0.25,
+                 "training/episode/system_error_reruns/mean": 0.75}
+    assert buf._episode_metrics("train", []) == {}

@@ -86,7 +86,8 @@ def state(site: Path, p: Patch) -> State:
         return State(p, "stock", f"{p.target} is verl {VERL_VERSION}'s file")
     if _patch(site, p, "--reverse", "--dry-run").returncode == 0:
         return State(p, "applied", f"{p.target} carries the patch")
-    return State(p, "foreign", f"{p.target} is neither verl {VERL_VERSION}'s file nor patched by {p.path.name}")
+    return State(p, "foreign", f"{p.target} is neither verl {VERL_VERSION}'s file nor patched by {p.path.name} "
+                 "(an older patch, or edited: `uv sync --reinstall-package verl` restores the stock file)")
 
 
 def states(site: Path) -> list[State]:

@@ -274,6 +274,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     if down:
         print(redact("error: endpoint(s) not answering: " + "; ".join(down), env), file=sys.stderr)
         return 1
+    env.setdefault("WANDB_MODE", "offline")  # wandb logs locally unless the user asks for online
     return subprocess.call([*ENTRY, *overrides], env=env, cwd=str(ROOT))
 
 

@@ -11,9 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trainer.env.backend import (
-    ComputeCache, PatchError, Snapshot, canonical_json, canonical_state, canonical_value,
-    collateral_changes, diff_db_states, diff_states, golden_key, stable_state, state_hash,
+    PatchError, Snapshot, canonical_json, canonical_state, canonical_value, stable_state, state_hash,
 )
+from trainer.env.cache import ComputeCache, golden_key
+from trainer.env.statediff import collateral_changes, diff_db_states, diff_states
 
 SCHEMA = """
 CREATE TABLE items (id TEXT PRIMARY KEY, name TEXT NOT NULL, price REAL, qty INTEGER,

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from trainer.env.backend import collateral_changes, stable_state
+from trainer.env.backend import stable_state
+from trainer.env.statediff import collateral_changes
 
 Effects = Mapping[str, Any]
 _WHICH = ("initial", "result", "golden")

@@ -51,10 +51,9 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent
 from mcp.types import Tool as MCPTool
 
-from trainer.env.backend import (
-    ComputeCache, Database, DbState, PatchError, Snapshot, diff_db_states, golden_key, insert_row,
-    quote_ident,
-)
+from trainer.env.backend import Database, DbState, PatchError, Snapshot, insert_row, quote_ident
+from trainer.env.cache import ComputeCache, golden_key
+from trainer.env.statediff import diff_db_states
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ import yaml
 
 from trainer.env import kb_search as kb
 from trainer.env import yamlio
-from trainer.env.backend import ComputeCache
+from trainer.env.cache import ComputeCache
 from trainer.env.errors import SandboxError, TaskFormatError
 from trainer.env.forkserver import START_MODES, ProcessStarts
 

@@ -85,7 +85,8 @@ def test_every_command_shows_examples_line_by_line(path):
 
 
 def test_top_level_epilog_lists_every_command():
-    listed = {tuple(ex.split()[1:3]) if ex.split()[1] == "tasks" else (ex.split()[1],)
+    groups = {path[0] for path, is_group in PATHS if is_group and path}  # tasks, checkpoint
+    listed = {tuple(ex.split()[1:3]) if ex.split()[1] in groups else (ex.split()[1],)
               for ex in examples(HELP[()])}
     assert listed == set(LEAVES)
 
@@ -126,7 +127,7 @@ def test_help_example_runs(example, run_dir):
         pytest.skip("vLLM parsers env not built: bash scripts/setup_vllm_parsers_env.sh")
     cwd = os.getcwd()
     os.chdir(ROOT)  # examples name paths relative to the repository root
-    if argv[0] in ("run", "show", "probe", "quickstart", "report"):  # they write files: in a scratch directory that sees data/ and tests/
+    if argv[0] in ("run", "show", "probe", "quickstart", "report", "checkpoint"):  # they write files: in a scratch directory that sees data/ and tests/
         os.chdir(run_dir)
         if argv[0] == "show" and not Path(argv[1]).exists():
             assert invoke("run", "data/samples", "--policy", "synthetic", "--repeat", "2", "--output", argv[1],

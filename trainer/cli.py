@@ -23,6 +23,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from trainer.checkpoint_cli import checkpoint_app
 from trainer.core.parity import parity_command
 from trainer.domains import DOMAINS
 from trainer.domains.serve import serve_domain_command
@@ -53,6 +54,8 @@ EXAMPLES = {
     "eval": "tbt eval data/samples --test-list data/samples/lists/toy.yaml --policy synthetic -n 4 -o run.jsonl --aggregate-output agg.json",
     "aggregate": "tbt aggregate run.jsonl --test-list data/samples/lists/toy.yaml --output agg.json",
     "compare": "tbt compare base.agg.json cand.agg.json",
+    "checkpoint verify": "tbt checkpoint verify tests/fixtures/checkpoints/tiny",
+    "checkpoint merge": "tbt checkpoint merge tests/fixtures/checkpoints/tiny --step 2 --target merged-step2",
 }
 
 
@@ -79,6 +82,7 @@ app.command("report")(report_command)
 app.command("eval")(eval_command)
 app.command("aggregate")(aggregate_command)
 app.command("compare")(compare_command)
+app.add_typer(checkpoint_app, name="checkpoint")
 
 out = Console()
 

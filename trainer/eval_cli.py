@@ -12,7 +12,11 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from trainer.run_cli import JUDGE_HELP, POLICY_HELP, USER_HELP, _fail, _play, _report, _spec
+from trainer.run_cli import (
+    POLICY_HELP, AgentOpt, CallTimeoutOpt, ConcurrencyOpt, FamilyOpt, JudgeOpt,
+    MaxContextOpt, MaxSecondsOpt, MaxTokensTotalOpt, ProgressOpt, PythonOpt, RetriesOpt,
+    StripSourcesOpt, ThinkingOpt, UseRayOpt, UserOpt, _fail, _play, _report, _spec
+)
 
 PROFILE_HELP = ("full: every task × repetition scored exactly once, no system error left, else refuse "
                 "(exit 1, each gap named); none: aggregate what there is and list the gaps in agg.json.")
@@ -106,8 +110,8 @@ def eval_command(
     aggregate_output: Annotated[Path, typer.Option("--aggregate-output", dir_okay=False, help="Where agg.json goes.")],
     test_list: Annotated[Optional[Path], typer.Option("--test-list", exists=True, dir_okay=False,
                                                       help="The tasks of the protocol (default: every task).")] = None,
-    user: Annotated[Optional[str], typer.Option("--user", help=USER_HELP)] = None,
-    judge: Annotated[Optional[str], typer.Option("--judge", help=JUDGE_HELP)] = None,
+    user: UserOpt = None,
+    judge: JudgeOpt = None,
     repeat: Annotated[int, typer.Option("--repeat", "-n", min=1, help="Attempts per task (the seed: 20).")] = 20,
     coverage_profile: Annotated[str, typer.Option("--coverage-profile", help=PROFILE_HELP)] = "full",
     errors_output: Annotated[Optional[Path], typer.Option("--errors-output", dir_okay=False, help=(
@@ -119,21 +123,21 @@ def eval_command(
     servers: Annotated[Optional[Path], typer.Option("--servers", exists=True, dir_okay=False, help=(
         "ThinkingBox servers.yaml; servers not in it are our in-process domains. "
         "Default: DATASET/servers.yaml if present."))] = None,
-    python: Annotated[Optional[str], typer.Option("--python", help="Interpreter for {python} in servers.yaml.")] = None,
-    strip_sources: Annotated[bool, typer.Option("--strip-sources", help="Drop world_state.*.sources.")] = False,
-    concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Episodes in flight.")] = 8,
-    retries: Annotated[int, typer.Option("--retries", min=0, help="Re-runs of a system error in this run.")] = 2,
+    python: PythonOpt = None,
+    strip_sources: StripSourcesOpt = False,
+    concurrency: ConcurrencyOpt = 8,
+    retries: RetriesOpt = 2,
     seed: Annotated[int, typer.Option("--seed", help="Run seed (episodes and the bootstrap).")] = 0,
     bootstrap: Annotated[int, typer.Option("--bootstrap", min=100, help="Bootstrap resamples.")] = 2000,
-    family: Annotated[str, typer.Option("--family", help="Model family: hermes (Qwen3) or xml (Qwen3-Coder, Qwen3.5+).")] = "hermes",
-    thinking: Annotated[bool, typer.Option("--thinking/--no-thinking", help="Reasoning on (Qwen enable_thinking).")] = True,
-    agent: Annotated[Optional[str], typer.Option("--agent", help="Agent name (default: the dataset's only one).")] = None,
-    max_tokens_total: Annotated[Optional[int], typer.Option("--max-episode-tokens", help="Budget: the agent's generated tokens per episode.")] = None,
-    max_seconds: Annotated[Optional[float], typer.Option("--max-episode-seconds", help="Budget: wall seconds per episode.")] = None,
-    max_context: Annotated[Optional[int], typer.Option("--max-context", help="Budget: context length in tokens.")] = None,
-    call_timeout: Annotated[float, typer.Option("--call-timeout", help="Seconds per tool call (past it: a system error).")] = 30.0,
-    use_ray: Annotated[bool, typer.Option("--ray", help="Spread episodes over a Ray cluster (also when RAY_ADDRESS is set).")] = False,
-    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show the progress bar.")] = True,
+    family: FamilyOpt = "hermes",
+    thinking: ThinkingOpt = True,
+    agent: AgentOpt = None,
+    max_tokens_total: MaxTokensTotalOpt = None,
+    max_seconds: MaxSecondsOpt = None,
+    max_context: MaxContextOpt = None,
+    call_timeout: CallTimeoutOpt = 30.0,
+    use_ray: UseRayOpt = False,
+    progress: ProgressOpt = True,
 ) -> None:
     """Evaluate a policy: every task REPEAT times, coverage checked, then agg.json.
 

@@ -14,7 +14,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from trainer.run_cli import JUDGE_HELP, POLICY_HELP, USER_HELP, _play, _report, _spec, err, out
+from trainer.run_cli import (
+    POLICY_HELP, ConcurrencyOpt, JudgeOpt, ProgressOpt, PythonOpt, UserOpt,
+    _play, _report, _spec, err, out
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,19 +33,19 @@ def probe_command(
     n: Annotated[int, typer.Option("--n", min=1, help="Probes per task.")] = 8,
     test_list: Annotated[Optional[Path], typer.Option("--test-list", exists=True, dir_okay=False,
                                                       help="Only the tasks of this list.")] = None,
-    user: Annotated[Optional[str], typer.Option("--user", help=USER_HELP)] = None,
-    judge: Annotated[Optional[str], typer.Option("--judge", help=JUDGE_HELP)] = None,
+    user: UserOpt = None,
+    judge: JudgeOpt = None,
     screen_policy: Annotated[Optional[str], typer.Option("--screen-policy", help=(
         "A strong policy run first; tasks it never solves are not probed (solvability screen)."))] = None,
     screen_n: Annotated[int, typer.Option("--screen-n", min=1, help="Screen runs per task.")] = 2,
     servers: Annotated[Optional[Path], typer.Option("--servers", exists=True, dir_okay=False,
                                                     help="ThinkingBox servers.yaml (default: DATASET/servers.yaml).")] = None,
-    python: Annotated[Optional[str], typer.Option("--python", help="Interpreter for {python} in servers.yaml.")] = None,
+    python: PythonOpt = None,
     family: Annotated[str, typer.Option("--family", help="Model family: hermes or xml.")] = "hermes",
-    concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Episodes in flight.")] = 8,
+    concurrency: ConcurrencyOpt = 8,
     seed: Annotated[int, typer.Option("--seed", help="Run seed.")] = 0,
     use_ray: Annotated[bool, typer.Option("--ray", help="Spread episodes over a Ray cluster.")] = False,
-    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show the progress bar.")] = True,
+    progress: ProgressOpt = True,
 ) -> None:
     """Probe every task n times with the base policy (the input of data/prepare_data.py).
 
@@ -93,7 +96,7 @@ def quickstart_command(
     n: Annotated[int, typer.Option("--n", min=1, help="Probes per task.")] = 8,
     out_dir: Annotated[Path, typer.Option("--out-dir", file_okay=False, help="Where probes and prepared data go.")] = Path("quickstart"),
     dataset: Annotated[Path, typer.Option("--dataset", exists=True, file_okay=False, help="Tasks to probe.")] = ROOT / "data" / "samples",
-    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show the progress bar.")] = True,
+    progress: ProgressOpt = True,
 ) -> None:
     """Probe the sample tasks, prepare the training pool and show its difficulty bands.
 

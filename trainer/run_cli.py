@@ -30,6 +30,24 @@ USER_HELP = ("Simulated user spec: scripted[:first=TEXT] (replies from the task'
 JUDGE_HELP = ("Judge spec: openai:URL#MODEL[,key_env=VAR,timeout=S,retries=N], synthetic (answers Yes), none. "
               "Default: $TBT_JUDGE_URL/$TBT_JUDGE_MODEL when set, else synthetic for a synthetic policy, else none.")
 
+# Options shared by tbt run, probe, eval and quickstart (one definition each).
+UserOpt = Annotated[Optional[str], typer.Option("--user", help=USER_HELP)]
+JudgeOpt = Annotated[Optional[str], typer.Option("--judge", help=JUDGE_HELP)]
+PythonOpt = Annotated[Optional[str], typer.Option("--python", help="Interpreter for {python} in servers.yaml.")]
+StripSourcesOpt = Annotated[bool, typer.Option("--strip-sources", help="Drop world_state.*.sources.")]
+ConcurrencyOpt = Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Episodes in flight.")]
+RetriesOpt = Annotated[int, typer.Option("--retries", min=0, help="Re-runs of a system error in this run.")]
+FamilyOpt = Annotated[str, typer.Option("--family", help="Model family: hermes (Qwen3) or xml (Qwen3-Coder, Qwen3.5+).")]
+ThinkingOpt = Annotated[bool, typer.Option("--thinking/--no-thinking", help="Reasoning on (Qwen enable_thinking).")]
+AgentOpt = Annotated[Optional[str], typer.Option("--agent", help="Agent name (default: the dataset's only one).")]
+MaxTokensTotalOpt = Annotated[Optional[int], typer.Option("--max-episode-tokens", help="Budget: the agent's generated tokens per episode.")]
+MaxSecondsOpt = Annotated[Optional[float], typer.Option("--max-episode-seconds", help="Budget: wall seconds per episode.")]
+MaxContextOpt = Annotated[Optional[int], typer.Option("--max-context", help="Budget: context length in tokens.")]
+CallTimeoutOpt = Annotated[float, typer.Option("--call-timeout", help="Seconds per tool call (past it: a system error).")]
+UseRayOpt = Annotated[bool, typer.Option("--ray", help="Spread episodes over a Ray cluster (also when RAY_ADDRESS is set).")]
+ProgressOpt = Annotated[bool, typer.Option("--progress/--no-progress", help="Show the progress bar.")]
+
+
 err = Console(stderr=True, soft_wrap=True)
 out = Console(soft_wrap=True)
 
@@ -45,30 +63,30 @@ def run_command(
     output: Annotated[Path, typer.Option("--output", "-o", dir_okay=False, help="Records (JSONL), appended; resumes.")],
     test_list: Annotated[Optional[Path], typer.Option("--test-list", exists=True, dir_okay=False,
                                                       help="Only the tasks of this list.")] = None,
-    user: Annotated[Optional[str], typer.Option("--user", help=USER_HELP)] = None,
-    judge: Annotated[Optional[str], typer.Option("--judge", help=JUDGE_HELP)] = None,
+    user: UserOpt = None,
+    judge: JudgeOpt = None,
     servers: Annotated[Optional[Path], typer.Option("--servers", exists=True, dir_okay=False, help=(
         "ThinkingBox servers.yaml; servers not in it are our in-process domains. "
         "Default: DATASET/servers.yaml if present."))] = None,
-    python: Annotated[Optional[str], typer.Option("--python", help="Interpreter for {python} in servers.yaml.")] = None,
-    strip_sources: Annotated[bool, typer.Option("--strip-sources", help="Drop world_state.*.sources.")] = False,
+    python: PythonOpt = None,
+    strip_sources: StripSourcesOpt = False,
     repeat: Annotated[int, typer.Option("--repeat", "-n", min=1, help="Episodes per task.")] = 1,
-    concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Episodes in flight.")] = 8,
+    concurrency: ConcurrencyOpt = 8,
     errors_output: Annotated[Optional[Path], typer.Option("--errors-output", dir_okay=False, help=(
         "System-error attempts (JSONL). Default: OUTPUT's name with .errors.jsonl."))] = None,
-    retries: Annotated[int, typer.Option("--retries", min=0, help="Re-runs of a system error in this run.")] = 2,
+    retries: RetriesOpt = 2,
     seed: Annotated[int, typer.Option("--seed", help="Run seed (each episode's seed derives from it).")] = 0,
-    family: Annotated[str, typer.Option("--family", help="Model family: hermes (Qwen3) or xml (Qwen3-Coder, Qwen3.5+).")] = "hermes",
-    thinking: Annotated[bool, typer.Option("--thinking/--no-thinking", help="Reasoning on (Qwen enable_thinking).")] = True,
-    agent: Annotated[Optional[str], typer.Option("--agent", help="Agent name (default: the dataset's only one).")] = None,
-    max_tokens_total: Annotated[Optional[int], typer.Option("--max-episode-tokens", help="Budget: the agent's generated tokens per episode.")] = None,
-    max_seconds: Annotated[Optional[float], typer.Option("--max-episode-seconds", help="Budget: wall seconds per episode.")] = None,
-    max_context: Annotated[Optional[int], typer.Option("--max-context", help="Budget: context length in tokens.")] = None,
-    call_timeout: Annotated[float, typer.Option("--call-timeout", help="Seconds per tool call (past it: a system error).")] = 30.0,
+    family: FamilyOpt = "hermes",
+    thinking: ThinkingOpt = True,
+    agent: AgentOpt = None,
+    max_tokens_total: MaxTokensTotalOpt = None,
+    max_seconds: MaxSecondsOpt = None,
+    max_context: MaxContextOpt = None,
+    call_timeout: CallTimeoutOpt = 30.0,
     isolate: Annotated[bool, typer.Option("--isolate-tests", help="Run test functions in a subprocess.")] = False,
-    use_ray: Annotated[bool, typer.Option("--ray", help="Spread episodes over a Ray cluster (also when RAY_ADDRESS is set).")] = False,
+    use_ray: UseRayOpt = False,
     ray_workers: Annotated[Optional[int], typer.Option("--ray-workers", min=1, help="Ray actors (default: the cluster's CPUs).")] = None,
-    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show the progress bar.")] = True,
+    progress: ProgressOpt = True,
 ) -> None:
     """Play every task REPEAT times with a policy; append one record per episode to OUTPUT.
 

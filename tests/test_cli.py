@@ -107,9 +107,9 @@ def test_help_example_runs(example, run_dir):
                            capture_output=True, text=True, timeout=120)
         assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
         return
-    if argv[0] == "serve-proxy":  # a server: it must come up (healthz), then it is stopped
+    if argv[0] == "serve-proxy":  # a server: it must come up (healthz), then it is stopped; it may write --record
         port = argv[argv.index("--port") + 1]
-        p = subprocess.Popen([sys.executable, "-m", "trainer.cli", *argv], cwd=ROOT, stdout=subprocess.DEVNULL,
+        p = subprocess.Popen([sys.executable, "-m", "trainer.cli", *argv], cwd=run_dir, stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE, text=True)
         try:
             deadline, up = time.monotonic() + 60, False

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
 import threading
 import time
@@ -16,7 +17,9 @@ import httpx
 import pytest
 import uvicorn
 
+from trainer.core import parity as P
 from trainer.core import tb_interpret as ti
+from trainer.core.tb_render import IM_END
 from trainer.domains import DOMAINS
 from trainer.env.mcp_host import ServerRegistry
 from trainer.env.tasks import load_dataset
@@ -45,6 +48,7 @@ class Upstream:
 
     def __init__(self, texts: list[str], status: int = 200):
         self.texts, self.status, self.requests = list(texts), status, []
+        self.token_ids = lambda text: [1, 2, 3]  # what the upstream says it generated
         up = self
 
         class H(BaseHTTPRequestHandler):
@@ -69,7 +73,7 @@ class Upstream:
                     return self._send(up.status, {"error": {"message": "engine overloaded"}})
                 text = up.texts.pop(0) if len(up.texts) > 1 else up.texts[0]
                 self._send(200, {"id": "cmpl-1", "model": req["model"], "choices": [
-                    {"index": 0, "text": text, "finish_reason": "stop", "token_ids": [1, 2, 3]}],
+                    {"index": 0, "text": text, "finish_reason": "stop", "token_ids": up.token_ids(text)}],
                     "usage": {"prompt_tokens": 10, "completion_tokens": 3}})
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
@@ -82,9 +86,10 @@ class Upstream:
 
 
 class Proxy:
-    def __init__(self, upstream: str, family="hermes"):
+    def __init__(self, upstream: str, family="hermes", record=None):
         self.port = free_port()
-        config = uvicorn.Config(build_app(ProxyConfig(upstream=upstream, family=family, ready_timeout_s=1.0)),
+        cfg = ProxyConfig(upstream=upstream, family=family, ready_timeout_s=1.0, record=record)
+        config = uvicorn.Config(build_app(cfg),
                                 host="127.0.0.1", port=self.port, log_level="error")
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
@@ -183,3 +188,90 @@ def test_an_episode_through_the_proxy_is_read_as_training_reads_it(proxy, upstre
     assert rec.tool_calls[0]["name"] == "find_member" and rec.tool_calls[0]["arguments"] == {"email": "ada@example.org"}
     assert rec.messages[3]["reasoning_content"] == "Look the member up."
     assert upstream.requests[0]["prompt"].count("<|im_start|>system") == 1
+
+
+VLLM_PY = Path(os.environ.get("TBT_VLLM_PYTHON", ROOT / ".deps/vllm-parsers/bin/python"))
+RECORDED = [CALL_TEXT,
+            '<think>\nx\n</think>\n\n<tool_call>\n{"name": "find_member", "arguments": {"email": NaN}}\n</tool_call>',
+            "<think>\nok\n</think>\n\nDone. <DONE>"]
+
+
+@pytest.fixture
+def recorded(upstream, tmp_path):
+    """Three completions through a proxy with --record; the upstream answers with the real Qwen ids."""
+    tok = P.load_tokenizer(P.default_tokenizer())
+    upstream.texts = list(RECORDED)
+    upstream.token_ids = lambda text: tok.encode(text, add_special_tokens=False) + [tok.convert_tokens_to_ids(IM_END)]
+    path = tmp_path / "proxy-parity.jsonl"
+    p = Proxy(upstream.url, record=str(path))
+    try:
+        for _ in RECORDED:
+            r = httpx.post(p.url + "/v1/chat/completions", json={"model": "tiny", "tools": TOOLS,
+                                                                 "messages": SYSTEMS + [{"role": "user", "content": "x"}]})
+            assert r.status_code == 200, r.text
+    finally:
+        p.close()
+    return path, tok, upstream
+
+
+def test_record_keeps_every_completion_as_a_parity_record(recorded):
+    """`--record`: one line per choice with the raw text, the upstream's ids and the request's tools;
+    `tbt parity` reads the file and both reading paths agree on what the model really wrote."""
+    path, tok, upstream = recorded
+    recs = P.load_records(path)
+    assert [r.text for r in recs] == RECORDED
+    assert all(r.tools == TOOLS and r.family == "hermes" and r.finish == "stop" and r.thinking for r in recs)
+    assert [r.token_ids for r in recs] == [upstream.token_ids(t) for t in RECORDED]
+    assert len({r.id for r in recs}) == 3
+    report = P.run_parity(recs, tok)
+    assert report.ok and report.records == 3, report.failures
+    from typer.testing import CliRunner
+
+    from trainer.cli import app
+    res = CliRunner().invoke(app, ["parity", str(path)])
+    assert res.exit_code == 0 and "3 record(s): 0 difference(s)" in res.output, res.output
+
+
+def test_record_exposes_a_proxy_that_reads_differently_from_training(recorded):
+    """The gate can fail: ids that say something else than the text the proxy parsed are a difference."""
+    path, tok, _ = recorded
+    recs = P.load_records(path)
+    other = tok.encode(RECORDED[2], add_special_tokens=False) + [tok.convert_tokens_to_ids(IM_END)]
+    tampered = [P.Record(**{**r.__dict__, "token_ids": other}) if i == 0 else r for i, r in enumerate(recs)]
+    report = P.run_parity(tampered, tok)
+    assert not report.ok and {f.id for f in report.failures} == {recs[0].id}
+
+
+@pytest.mark.skipif(not VLLM_PY.exists() and not os.environ.get("TBT_REQUIRE_VLLM"),
+                    reason="vLLM parsers env not built: bash scripts/setup_vllm_parsers_env.sh")
+def test_recorded_completions_pass_the_gate_against_vllm(recorded):
+    path, tok, _ = recorded
+    report = P.run_parity(P.load_records(path), tok, against="vllm", tokenizer_dir=P.default_tokenizer(),
+                          vllm_python=VLLM_PY)
+    assert report.ok and report.agreed >= 2, report.failures  # the rejected NaN call is ours alone
+
+
+def test_launch_script_passes_record_through(upstream, tmp_path):
+    """scripts/launch_sysmerge.sh with RECORD=FILE: the real CLI comes up and appends what it serves."""
+    import subprocess
+
+    port, path = free_port(), tmp_path / "live.jsonl"
+    env = {**os.environ, "PORT": str(port), "UPSTREAM": upstream.url, "RECORD": str(path)}
+    proc = subprocess.Popen(["bash", str(ROOT / "scripts/launch_sysmerge.sh")], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline, up = time.monotonic() + 60, False
+        while not up and time.monotonic() < deadline and proc.poll() is None:
+            try:
+                up = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        assert up, proc.stderr.read() if proc.poll() is not None else "no answer on /readyz"
+        r = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions",
+                       json={"model": "tiny", "tools": TOOLS, "messages": [{"role": "user", "content": "x"}]})
+        assert r.status_code == 200, r.text
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    [rec] = P.load_records(path)
+    assert rec.text == CALL_TEXT and rec.tools == TOOLS and rec.token_ids == [1, 2, 3]

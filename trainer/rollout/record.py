@@ -170,7 +170,11 @@ class RecordWriter:
         self._fsync = fsync
 
     def write(self, record: EpisodeRecord) -> None:
-        self._f.write((record.to_json() + "\n").encode("utf-8"))
+        self.write_line(record.to_json())
+
+    def write_line(self, line: str) -> None:
+        """One JSON line of any record type (the serving proxy's parity records use this too)."""
+        self._f.write((line + "\n").encode("utf-8"))
         self._f.flush()
         if self._fsync:
             os.fsync(self._f.fileno())

@@ -18,6 +18,11 @@ parsed as the training path parses it), `tb_rejected_calls` (calls tb_interpret 
 message the agent would be told) and, when the upstream returns them, `prompt_token_ids` and
 `token_ids`.
 
+With `record` (`tbt serve-proxy --record FILE`) every choice is also appended to FILE as a parity
+record (trainer/core/parity.py: family, tools, text, the upstream's token ids, thinking, finish,
+tool_choice; one fsynced line each), so `tbt parity FILE --against vllm` checks what the model
+really wrote, on both reading paths and against vLLM's own parsers. Prompts are not kept.
+
 Streaming is refused (HTTP 400, saying so). Upstream errors pass through with their status and
 body; an upstream that does not answer within the timeout is a 504, one that cannot be reached a
 502. `chat_template_kwargs.enable_thinking` (vLLM's spelling) turns reasoning off per request.
@@ -37,6 +42,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from trainer.core import tb_interpret as ti
+from trainer.rollout.record import RecordWriter
 
 PASSED_THROUGH = ("temperature", "top_p", "top_k", "max_tokens", "seed", "stop", "presence_penalty",
                   "frequency_penalty", "repetition_penalty", "n", "logprobs")
@@ -49,6 +55,7 @@ class ProxyConfig:
     model: str | None = None  # upstream model name (default: the request's)
     timeout_s: float = 600.0
     ready_timeout_s: float = 5.0
+    record: str | None = None  # append every choice as a parity record to this JSONL
 
 
 def _error(status: int, message: str, kind: str = "invalid_request_error") -> JSONResponse:
@@ -86,8 +93,18 @@ def _wire_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def parity_record(rid: str, family: str, tools: list[dict[str, Any]] | None, text: str, token_ids: Any,
+                  thinking: bool, finish: str, tool_choice: str) -> dict[str, Any]:
+    """One choice as trainer/core/parity.py's record (token ids only when they are a list of ints);
+    `rid` must be unique in the file (the proxy adds a random suffix: upstream ids may repeat)."""
+    ids = token_ids if isinstance(token_ids, list) and all(type(x) is int for x in token_ids) else None
+    return {"id": rid, "family": family, "tools": list(tools or []), "text": text, "token_ids": ids,
+            "thinking": thinking, "finish": finish, "tool_choice": tool_choice}
+
+
 def build_app(cfg: ProxyConfig) -> Starlette:
     base = cfg.upstream.rstrip("/")
+    writer = RecordWriter(cfg.record) if cfg.record else None
 
     async def chat(request: Request) -> Response:
         try:
@@ -125,11 +142,16 @@ def build_app(cfg: ProxyConfig) -> Starlette:
             return _error(502, f"the upstream answered something that is not a completion: {r.text[:200]!r}",
                           "upstream_garbage")
         out_choices = []
+        rid = data.get("id") or f"chatcmpl-{uuid.uuid4().hex}"
+        tool_choice = "none" if body.get("tool_choice") == "none" else "auto"
         for i, ch in enumerate(choices):
             text = ch.get("text") or ""
             finish = "length" if ch.get("finish_reason") == "length" else "stop"
             c = ti.parse(text, family=cfg.family, tools=toolset, thinking=thinking, finish=finish,
-                         tool_choice="none" if body.get("tool_choice") == "none" else "auto")
+                         tool_choice=tool_choice)
+            if writer is not None:
+                writer.write_line(json.dumps(parity_record(f"{rid}-{i}-{uuid.uuid4().hex[:8]}", cfg.family, tools, text, ch.get("token_ids"),
+                                                           thinking, finish, tool_choice), ensure_ascii=False))
             choice = {"index": i, "message": chat_message(c), "finish_reason": c.finish, "tb_text": text,
                       "tb_rejected_calls": [{"name": x.name, "problem": x.problem, "message": x.message}
                                             for x in c.calls if not x.executable]}
@@ -137,7 +159,7 @@ def build_app(cfg: ProxyConfig) -> Starlette:
                 if ch.get(key) is not None:
                     choice[key] = ch[key]
             out_choices.append(choice)
-        resp = {"id": data.get("id") or f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion",
+        resp = {"id": rid, "object": "chat.completion",
                 "created": data.get("created", 0), "model": data.get("model") or up["model"],
                 "choices": out_choices, "usage": data.get("usage")}
         if data.get("prompt_token_ids") is not None:
@@ -171,4 +193,4 @@ def build_app(cfg: ProxyConfig) -> Starlette:
                              Route("/readyz", readyz, methods=["GET"]), Route("/healthz", healthz, methods=["GET"])])
 
 
-__all__ = ["ProxyConfig", "build_app", "chat_message"]
+__all__ = ["ProxyConfig", "build_app", "chat_message", "parity_record"]

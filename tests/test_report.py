@@ -149,3 +149,34 @@ def test_the_report_renders_every_plot_in_headless_chromium(full):
         assert (s["width"], s["height"]) == check_png(html.parent / src)
     control = next(s for s in seen if s["src"] == "no-such-plot.png")
     assert control["width"] == 0
+
+
+# ---------------------------------------------------------------------------- online difficulty
+
+DIFFICULTY = FIX / "difficulty.json"  # a saved online-difficulty state (24 sample tasks, 12 steps)
+
+
+def test_difficulty_adds_the_trace_and_the_tasks_that_moved(tmp_path):
+    """tbt report --difficulty: the trace PNG (a real image) and the tasks whose posterior mean moved
+    most, read from the state exactly (prior mean -> mean now)."""
+    from trainer.verl.difficulty import DifficultyState
+
+    out = tmp_path / "train.html"
+    r = CliRunner().invoke(app, ["report", str(BASE), "--html", str(out), "--difficulty", str(DIFFICULTY)])
+    assert r.exit_code == 0, r.output
+    page = out.read_text(encoding="utf-8")
+    assert "train-difficulty.png" in img_sources(page) and check_png(tmp_path / "train-difficulty.png")[0] > 100
+    st = DifficultyState.load(DIFFICULTY)
+    moved = max(st.beliefs.items(), key=lambda kv: abs(kv[1].mean - kv[1].prior[0] / sum(kv[1].prior)))
+    section = page[page.index("<h2 id=difficulty>"):]
+    first = re.search(r"<tbody><tr><td>([^<]+)</td><td>([\d.]+)</td><td>([\d.]+)</td>", section)
+    assert first and first.group(1) == moved[0] and float(first.group(3)) == round(moved[1].mean, 3)
+    assert f"{len(st.beliefs)} task(s)" in section and f"step {st.step}" in section
+
+
+def test_difficulty_refuses_a_file_that_is_not_a_state(tmp_path):
+    bad = tmp_path / "state.json"
+    bad.write_text(json.dumps({"format": "something-else"}))
+    r = CliRunner().invoke(app, ["report", str(BASE), "--html", str(tmp_path / "r.html"), "--difficulty", str(bad)])
+    assert r.exit_code == 2 and "state.json" in r.output and "something-else" in r.output
+    assert "Traceback" not in r.output and not (tmp_path / "r.html").exists()

@@ -5,7 +5,7 @@ bands.csv), one message naming the file."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, NoReturn, Optional
+from typing import Annotated, Any, NoReturn, Optional
 
 import typer
 from rich.console import Console
@@ -25,27 +25,58 @@ def report_command(
                                            help="The HTML to write; its PNGs go beside it (NAME-*.png).")],
     probes: Annotated[Optional[Path], typer.Option("--probes", exists=True, dir_okay=False,
                                                    help="bands.csv of data/prepare_data.py: adds the band histogram.")] = None,
+    difficulty: Annotated[Optional[Path], typer.Option(
+        "--difficulty", exists=True, dir_okay=False,
+        help="An online-difficulty state (thinkingbox_difficulty/global_step_N.json): adds its per-task trace.")] = None,
 ) -> None:
     """Tables and plots of one or more runs: the runs with their intervals; with two or more, each
     later run against the first (Table 1, costs, the per-domain heatmap of base, candidate and
     change); cost per successful attempt vs pass@1 with the Pareto frontier (runs with a cost);
     reliability curves (pass^k and pass@k vs k); per-domain tables; the band histogram of
-    --probes. The HTML holds everything but the PNGs, which it links by relative name.
+    --probes; with --difficulty, the online-difficulty trace (every task's posterior mean after
+    every training step) and the tasks that moved most. The HTML holds everything but the PNGs,
+    which it links by relative name.
 
     \b
     Examples:
       tbt report tests/fixtures/eval/base.agg.json tests/fixtures/eval/candidate.agg.json --html report.html --probes tests/fixtures/eval/bands.csv
       tbt report tests/fixtures/eval/base.agg.json --html base-report.html
+      tbt report tests/fixtures/eval/base.agg.json --html train-report.html --difficulty tests/fixtures/eval/difficulty.json
     """
     from trainer.eval.report import ReportError, report
+    from trainer.verl.difficulty import DifficultyError
 
     try:
-        written = report(aggs, html_out, probes=probes)
-    except ReportError as e:
+        sections = [difficulty_section(difficulty)] if difficulty is not None else []
+        written = report(aggs, html_out, probes=probes, sections=sections)
+    except (ReportError, DifficultyError) as e:
         _fail(f"error: {e}")
     except OSError as e:
         _fail(f"error: {e.filename or html_out}: {e.strerror}")
     typer.echo(f"wrote {written[0]} and {len(written) - 1} plot(s): {', '.join(p.name for p in written[1:])}")
 
 
-__all__ = ["report_command"]
+def difficulty_section(path: Path, top: int = 10) -> Any:
+    """The report section of a saved online-difficulty state: the trace plot, and the `top` tasks
+    whose posterior mean moved most from their offline prior."""
+    from html import escape
+
+    from trainer.eval.report import Section, table
+    from trainer.verl.difficulty import DifficultyState, trace_png
+
+    st = DifficultyState.load(path)
+
+    def prior_mean(b: Any) -> float:
+        return b.prior[0] / (b.prior[0] + b.prior[1])
+
+    moved = sorted(st.beliefs.items(), key=lambda kv: (-abs(kv[1].mean - prior_mean(kv[1])), kv[0]))[:top]
+    rows = [[escape(u), f"{prior_mean(b):.3f}", f"{b.mean:.3f}", f"{b.mean - prior_mean(b):+.3f}", f"{b.groups:,}",
+             f"{st.p_mixed(u):.1%}"] for u, b in moved]
+    groups = sum(b.groups for b in st.beliefs.values())
+    body = (f'<p class="note">{len(st.beliefs):,} task(s), {groups:,} training group(s) observed up to step '
+            f"{st.step}; the {len(rows)} whose posterior mean moved most from the offline probes:</p>"
+            + table(["task", "offline mean", "mean now", "change", "groups", "P(mixed) now"], rows))
+    return Section("difficulty", f"Online difficulty ({path.name}, step {st.step})", body, trace_png(st.to_json()))
+
+
+__all__ = ["difficulty_section", "report_command"]

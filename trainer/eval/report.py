@@ -5,7 +5,8 @@
 writes `out/report.html` and, in the same folder, `report-reliability.png` (always),
 `report-heatmap-2.png` ... (one per candidate: every file after the first is compared with the
 first, the base), `report-pareto.png` (when any run has a cost: aggregated with a price table)
-and `report-bands.png` (when probe data is given). The HTML links them by relative name and holds
+and `report-bands.png` (when probe data is given), plus one `report-ANCHOR.png` per extra
+`Section` (`tbt report --difficulty`: the online-difficulty trace). The HTML links them by relative name and holds
 everything else itself (inline CSS, no script, no remote resource), so the folder can be moved or
 served as it is.
 
@@ -39,6 +40,17 @@ img{max-width:100%;border:1px solid #eee;margin:.5em 0}.note{color:#666;font-siz
 
 class ReportError(ValueError):
     """Inputs that cannot be reported (the message names the file and what is wrong)."""
+
+
+@dataclass(frozen=True)
+class Section:
+    """A section another layer builds (tbt report --difficulty: the online-difficulty trace): its
+    anchor (also the PNG's name suffix), title, HTML body (escaped already) and one PNG."""
+
+    anchor: str
+    title: str
+    body: str
+    png: bytes
 
 
 @dataclass
@@ -279,7 +291,8 @@ def bands_section(path: Path, out_dir: Path, stem: str) -> tuple[str, Path]:
             + _img(png.name, "tasks per difficulty band") + table(["band", "tasks", "kept"], rows) + note), png
 
 
-def report(agg_paths: Sequence[str | Path], html_path: str | Path, probes: str | Path | None = None) -> list[Path]:
+def report(agg_paths: Sequence[str | Path], html_path: str | Path, probes: str | Path | None = None,
+           sections: Sequence[Section] = ()) -> list[Path]:
     """Write the HTML and its PNGs (module docstring); the files written, the HTML first."""
     if not agg_paths:
         raise ReportError("give at least one agg.json")
@@ -304,6 +317,11 @@ def report(agg_paths: Sequence[str | Path], html_path: str | Path, probes: str |
         text, png = bands_section(Path(probes), out_dir, stem)
         parts.append(text)
         pngs.append(png)
+    for sec in sections:
+        png = out_dir / f"{stem}-{sec.anchor}.png"
+        png.write_bytes(sec.png)
+        parts.append(f"<h2 id={_e(sec.anchor)}>{_e(sec.title)}</h2>" + _img(png.name, sec.title) + sec.body)
+        pngs.append(png)
     title = "Evaluation report: " + ", ".join(r.label for r in runs)
     page = (f"<!doctype html>\n<html lang=en><head><meta charset=utf-8><title>{_e(title)}</title>"
             f"<style>{CSS}</style></head><body><h1>{_e(title)}</h1>"
@@ -317,4 +335,4 @@ def report(agg_paths: Sequence[str | Path], html_path: str | Path, probes: str |
     return [html_path, *pngs]
 
 
-__all__ = ["ReportError", "Run", "load_runs", "read_bands", "report"]
+__all__ = ["ReportError", "Run", "Section", "load_runs", "read_bands", "report", "table"]

@@ -1,15 +1,16 @@
 """Which tasks to roll out: five selection strategies on one simulated pool, side by side.
 
-    uv run python bench/selection.py [--seeds 20] [--steps 50] [--groups 18] [--json]
+    uv run python bench/selection.py [--seeds 20] [--steps 50] [--groups 18] [--frontier] [--json]
 
 The simulated pool (the shape the seed warns about): 200 tasks whose initial success
 probabilities come from a skewed mixture, 40% near 0 (Beta(0.5, 12)), 40% near 1
-(Beta(12, 0.5)), 20% in between (uniform on [0.15, 0.85]). Every task is probed offline 8 times
-and banded as data preparation does (trainer/data/bands.py: Jeffreys posterior, largest band
-mass; rarely/nearly-always solved are dropped). Training: `--steps` steps x `--groups` groups x 8
+(Beta(12, 0.5)), 20% in between (uniform on [0.15, 0.85]; `--middle` sets that share). Every
+task is probed offline 8 times and banded as data preparation does (trainer/data/bands.py:
+Jeffreys posterior, largest band mass; rarely/nearly-always solved are dropped). Training: `--steps` steps x `--groups` groups x 8
 rollouts, each reward Bernoulli(p). **Learning**: each group that is trained on with mixed rewards
-(non-zero GRPO advantage) raises its task's logit by `--logit-step` (0.2: a task at p = 0.5
-reaches 0.9 after 11 such groups); nothing else moves the policy.
+(non-zero GRPO advantage) raises its task's logit by `--logit-step` (0.05: a task at p = 0.5
+reaches 0.9 after 44 such groups, one at p = 0.05 reaches 0.10 after 15); nothing else moves the
+policy.
 
 Strategies (all on the same seeds: same pool, same probes):
   none          every task, shuffled epochs (a dataloader over an unfiltered pool)
@@ -35,6 +36,16 @@ Goal: online >= 90% useful, fewer wasted rollouts than offline_dapo and offline_
 pass@20 not lower (the mean paired difference over the seeds, printed with its standard error);
 each line says ok or MISS (the exit status is 0 either way). With --json the last line is {"none": f, "offline": f, "offline_dapo": f,
 "offline_skip": f, "online": f} of useful-rollout fractions.
+
+`--frontier` adds what the pick rule can trade: online at several tilts, and a **bound**: a
+pick rule that knows the true p and scores a task by exactly what the pass@20 check rewards,
+P(mixed) x d pass@20 / d logit - lambda x P(uniform) (the expected pass@20 gain of rolling it out
+minus lambda for each expected wasted group; greedy on this is the best trade of wasted rollouts
+for pass@20 a sampler can make here, one task at a time). Each row says on how many seeds it
+wastes fewer rollouts than offline_dapo and offline_skip, and its paired pass@20 difference to
+both; the last line names the rows that meet all three bars (none, in this simulator: a sampler
+that wastes fewer rollouts than the skip rule must roll out fewer near-hopeless tasks, and those
+are where DAPO's blind draws buy their pass@20).
 """
 
 from __future__ import annotations
@@ -45,7 +56,7 @@ import math
 import random
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,13 +70,13 @@ ROWS = (*STRATEGIES, "oracle")
 MAX_ROUNDS = 100  # DAPO refill rounds per step (verl has no cap; a pool with no mixed task would spin)
 
 
-def make_pool(seed: int) -> tuple[list[float], list[int]]:
-    """(initial p per task, offline successes out of PROBES)."""
+def make_pool(seed: int, middle: float = 0.2) -> tuple[list[float], list[int]]:
+    """(initial p per task, offline successes out of PROBES); `middle`: the share in between."""
     rng = random.Random(f"pool:{seed}")
-    ps = []
+    ps, low = [], (1.0 - middle) / 2
     for _ in range(N_TASKS):
         u = rng.random()
-        ps.append(rng.betavariate(0.5, 12) if u < 0.4 else rng.betavariate(12, 0.5) if u < 0.8 else rng.uniform(0.15, 0.85))
+        ps.append(rng.betavariate(0.5, 12) if u < low else rng.betavariate(12, 0.5) if u < 2 * low else rng.uniform(0.15, 0.85))
     ks = [sum(rng.random() < p for _ in range(PROBES)) for p in ps]
     return ps, ks
 
@@ -145,8 +156,9 @@ def dapo_step(sim: Sim, draw, batch: int, observe=None, credit: int = 2) -> None
     sim.train(kept[:batch])
 
 
-def simulate(strategy: str, seed: int, steps: int, batch: int, logit_step: float, cfg: DifficultyConfig) -> dict:
-    ps, ks = make_pool(seed)
+def simulate(strategy: str, seed: int, steps: int, batch: int, logit_step: float, cfg: DifficultyConfig,
+             bound_lambda: float = 0.0, middle: float = 0.2) -> dict:
+    ps, ks = make_pool(seed, middle)
     sim = Sim(ps, seed, strategy, logit_step)
     bands = Bands()
     kept = [i for i in range(N_TASKS) if assign(ks[i], PROBES, bands)[0] in bands.keep]
@@ -195,13 +207,20 @@ def simulate(strategy: str, seed: int, steps: int, batch: int, logit_step: float
 
             dapo_step(sim, draw, batch, observe, credit=1)
             state.end_step(step)
-    elif strategy == "oracle":
+    elif strategy in ("oracle", "bound"):
+        if strategy == "oracle":
+            def score(i: int) -> float:
+                return mixed_probability(*sim.ab(i)) + cfg.tilt * (1 - sim.p(i))
+        else:
+            def score(i: int) -> float:
+                p, mixed = sim.p(i), mixed_probability(*sim.ab(i))
+                return mixed * 20 * p * (1 - p) ** 20 - bound_lambda * (1 - mixed)
         for _ in range(steps):
             this_step = []
 
             def draw() -> int:
                 free = [i for i in kept if i not in this_step] or kept
-                best = max(free, key=lambda i: mixed_probability(*sim.ab(i)) + cfg.tilt * (1 - sim.p(i)))
+                best = max(free, key=score)
                 this_step.append(best)
                 return best
 
@@ -223,21 +242,55 @@ def paired(a: list[dict], b: list[dict], key: str) -> tuple[float, float]:
     return m, math.sqrt(var / len(d))
 
 
+FRONTIER_TILTS = (0.6, 0.8, 1.0, 1.2, 1.4)
+BOUND_LAMBDAS = (0.12, 0.16, 0.2, 0.24, 0.3, 0.4)
+BASELINES = ("offline_dapo", "offline_skip")
+
+
+def frontier(res: dict[str, list[dict]], a: argparse.Namespace, cfg: DifficultyConfig) -> None:
+    """The trade the pick rule can make (module docstring, `--frontier`)."""
+    def runs(strategy: str, c: DifficultyConfig, lam: float = 0.0) -> list[dict]:
+        return [simulate(strategy, seed, a.steps, a.groups, a.logit_step, c, lam, a.middle) for seed in range(a.seeds)]
+
+    rows = [(f"online tilt {t}", runs("online", replace(cfg, tilt=t))) for t in FRONTIER_TILTS]
+    rows += [(f"bound lambda {lam}", runs("bound", cfg, lam)) for lam in BOUND_LAMBDAS]
+    print(f"# frontier: fewer wasted = seeds (of {a.seeds}) with fewer wasted rollouts than the baseline; "
+          "pass@20 = mean paired difference (standard error)")
+    print(f"{'rule':<20}{'useful':>8}{'fewer than dapo':>17}{'fewer than skip':>17}"
+          f"{'pass@20 - dapo':>22}{'pass@20 - skip':>22}")
+    meets = []
+    for name, rs in rows:
+        fewer = [sum(o["wasted"] < r["wasted"] for o, r in zip(rs, res[c])) for c in BASELINES]
+        diffs = [paired(rs, res[c], "pass20") for c in BASELINES]
+        useful = sum(r["useful"] for r in rs) / len(rs)
+        print(f"{name:<20}{useful:>8.1%}{fewer[0]:>17}{fewer[1]:>17}"
+              + "".join(f"{f'{d:+.4f} ({se:.4f})':>22}" for d, se in diffs))
+        if all(f == a.seeds for f in fewer) and all(d >= 0 for d, _ in diffs):
+            meets.append(name)
+    print(f"# meets every bar (fewer wasted than both on every seed, pass@20 not below either): "
+          f"{', '.join(meets) or 'none'}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--groups", type=int, default=18)
     ap.add_argument("--logit-step", type=float, default=0.05)
+    ap.add_argument("--middle", type=float, default=0.2, help="share of the pool in between (the rest: half near 0, half near 1)")
     ap.add_argument("--forget", type=float, default=DifficultyConfig.forget)
     ap.add_argument("--discount", type=float, default=DifficultyConfig.discount)
     ap.add_argument("--tilt", type=float, default=DifficultyConfig.tilt)
     ap.add_argument("--explore", type=float, default=DifficultyConfig.explore)
+    ap.add_argument("--frontier", action="store_true", help="also online at several tilts and the bound (docstring)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
+    if not 0.0 <= a.middle <= 1.0:
+        ap.error(f"--middle {a.middle}: must be in [0, 1]")
     cfg = DifficultyConfig(forget=a.forget, discount=a.discount, tilt=a.tilt, explore=a.explore)
     t0 = time.perf_counter()
-    res = {s: [simulate(s, seed, a.steps, a.groups, a.logit_step, cfg) for seed in range(a.seeds)] for s in ROWS}
+    res = {s: [simulate(s, seed, a.steps, a.groups, a.logit_step, cfg, middle=a.middle) for seed in range(a.seeds)]
+           for s in ROWS}
     mean = {s: {k: sum(r[k] for r in rs) / len(rs) for k in rs[0]} for s, rs in res.items()}
     print(f"# {N_TASKS} tasks, {a.steps} steps x {a.groups} groups x {G}, logit step {a.logit_step}, "
           f"seeds 0..{a.seeds - 1}, offline pool {mean['offline']['kept']:.0f} tasks (mean); "
@@ -262,6 +315,8 @@ def main(argv: list[str] | None = None) -> int:
     od, ose = paired(res["oracle"], res["offline_dapo"], "pass20")
     print(f"# oracle (true p, online's rule) pass@20 - offline_dapo: {od:+.4f} (standard error {ose:.4f}): "
           "what the rule trains, not what it estimates")
+    if a.frontier:
+        frontier(res, a, cfg)
     print(f"# {time.perf_counter() - t0:.1f} s")
     if a.json:
         print(json.dumps({s: round(mean[s]["useful"], 4) for s in STRATEGIES}))

@@ -376,3 +376,23 @@ def test_the_switch_is_checked_where_verl_builds_the_sampler(pool, fake_tq, tmp_
     t._add_prompts_to_generate = lambda n: n
     with pytest.raises(DifficultyError, match=r"data\.dataloader_num_workers=8 \(needs 0\)"):
         t._build_replay_buffer()
+
+
+# -- 4. the simulator bench ---------------------------------------------------------------------
+def test_selection_bench_runs_small_with_its_frontier():
+    """bench/selection.py end to end on a tiny run: the five strategies, the frontier (online at
+    several tilts and the true-p bound) and the --json line; a bad --middle is refused by name."""
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, str(ROOT / "bench/selection.py"), "--seeds", "2", "--steps", "4", "--groups", "6"]
+    r = subprocess.run(cmd + ["--frontier", "--json"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.strip().splitlines()
+    fractions = json.loads(lines[-1])
+    assert set(fractions) == {"none", "offline", "offline_dapo", "offline_skip", "online"}
+    assert all(0.0 < v <= 1.0 for v in fractions.values())
+    rows = [ln.split()[0:3] for ln in lines if ln.startswith(("online tilt", "bound lambda"))]
+    assert len(rows) == 11 and any(ln.startswith("# meets every bar") for ln in lines)
+    bad = subprocess.run(cmd + ["--middle", "1.5"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--middle 1.5" in bad.stderr

@@ -3,8 +3,8 @@ environment that `.ci/run` builds) serving a tiny Qwen3 made here with the real 
 random weights. What a stand-in upstream cannot show: vLLM accepts the proxy's request as sent,
 tokenizes the prompt the proxy rendered into exactly the ids training would feed, returns the
 generated ids with the text, and the proxy's parity record of that completion passes the gate on
-both reading paths and against vLLM's own parsers. One vLLM start (~1.5 min on two cores) for the
-module; marked slow. Skipped without the environment, except where TBT_REQUIRE_VLLM is set (CI)."""
+both reading paths. One vLLM start (~1.5 min on two cores, torch.compile off) for the module;
+marked slow. Skipped without the environment, except where TBT_REQUIRE_VLLM is set (CI)."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def vllm(tmp_path_factory, tok):
     env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1"}
     proc = subprocess.Popen([str(VLLM_PY), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
                              "--served-model-name", "tiny", "--port", str(port), "--max-model-len", "2048",
-                             "--dtype", "bfloat16"], cwd=model, env=env, stdout=log, stderr=subprocess.STDOUT,
+                             "--dtype", "bfloat16", "--enforce-eager"], cwd=model, env=env, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
     url = f"http://127.0.0.1:{port}/v1"
     try:
@@ -98,7 +98,5 @@ def test_through_real_vllm_the_prompt_ids_are_trainings_and_the_record_passes_th
     assert too_long.status_code == 400 and "max" in too_long.text.lower()
     [rec] = P.load_records(path)
     assert rec.token_ids == ids and rec.text == choice["tb_text"]
-    both = P.run_parity([rec], tok)
+    both = P.run_parity([rec], tok)  # (against vLLM's parsers: test_serve_proxy.py, on records with calls)
     assert both.ok, both.failures
-    against = P.run_parity([rec], tok, against="vllm", tokenizer_dir=P.default_tokenizer(), vllm_python=VLLM_PY)
-    assert against.ok, against.failures

@@ -1,6 +1,6 @@
 """`tbt report`: agg.json files -> an HTML report with its plots (trainer/eval/report.py), registered
 by trainer/cli.py. Exit 0 written, 2 bad input (a path, a file that is not an agg.json or a
-bands.csv), one message naming the file."""
+bands.csv or a difficulty state), one message naming the file."""
 
 from __future__ import annotations
 
@@ -65,12 +65,8 @@ def difficulty_section(path: Path, top: int = 10) -> Any:
     from trainer.verl.difficulty import DifficultyState, trace_png
 
     st = DifficultyState.load(path)
-
-    def prior_mean(b: Any) -> float:
-        return b.prior[0] / (b.prior[0] + b.prior[1])
-
-    moved = sorted(st.beliefs.items(), key=lambda kv: (-abs(kv[1].mean - prior_mean(kv[1])), kv[0]))[:top]
-    rows = [[escape(u), f"{prior_mean(b):.3f}", f"{b.mean:.3f}", f"{b.mean - prior_mean(b):+.3f}", f"{b.groups:,}",
+    moved = sorted(st.beliefs.items(), key=lambda kv: (-abs(kv[1].mean - kv[1].prior_mean), kv[0]))[:top]
+    rows = [[escape(u), f"{b.prior_mean:.3f}", f"{b.mean:.3f}", f"{b.mean - b.prior_mean:+.3f}", f"{b.groups:,}",
              f"{st.p_mixed(u):.1%}"] for u, b in moved]
     groups = sum(b.groups for b in st.beliefs.values())
     body = (f'<p class="note">{len(st.beliefs):,} task(s), {groups:,} training group(s) observed up to step '

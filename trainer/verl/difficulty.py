@@ -110,6 +110,10 @@ class Belief:
     def mean(self) -> float:
         return self.a / (self.a + self.b)
 
+    @property
+    def prior_mean(self) -> float:
+        return self.prior[0] / (self.prior[0] + self.prior[1])
+
 
 @dataclass
 class DifficultyState:

@@ -190,7 +190,6 @@ def test_an_episode_through_the_proxy_is_read_as_training_reads_it(proxy, upstre
     assert upstream.requests[0]["prompt"].count("<|im_start|>system") == 1
 
 
-VLLM_PY = Path(os.environ.get("TBT_VLLM_PYTHON", ROOT / ".deps/vllm-parsers/bin/python"))
 RECORDED = [CALL_TEXT,
             '<think>\nx\n</think>\n\n<tool_call>\n{"name": "find_member", "arguments": {"email": NaN}}\n</tool_call>',
             "<think>\nok\n</think>\n\nDone. <DONE>"]
@@ -241,14 +240,6 @@ def test_record_exposes_a_proxy_that_reads_differently_from_training(recorded):
     report = P.run_parity(tampered, tok)
     assert not report.ok and {f.id for f in report.failures} == {recs[0].id}
 
-
-@pytest.mark.skipif(not VLLM_PY.exists() and not os.environ.get("TBT_REQUIRE_VLLM"),
-                    reason="vLLM parsers env not built: bash scripts/setup_vllm_parsers_env.sh")
-def test_recorded_completions_pass_the_gate_against_vllm(recorded):
-    path, tok, _ = recorded
-    report = P.run_parity(P.load_records(path), tok, against="vllm", tokenizer_dir=P.default_tokenizer(),
-                          vllm_python=VLLM_PY)
-    assert report.ok and report.agreed >= 2, report.failures  # the rejected NaN call is ours alone
 
 
 def test_launch_script_passes_record_through(upstream, tmp_path):

@@ -98,5 +98,5 @@ def test_through_real_vllm_the_prompt_ids_are_trainings_and_the_record_passes_th
     assert too_long.status_code == 400 and "max" in too_long.text.lower()
     [rec] = P.load_records(path)
     assert rec.token_ids == ids and rec.text == choice["tb_text"]
-    both = P.run_parity([rec], tok)  # (against vLLM's parsers: test_serve_proxy.py, on records with calls)
+    both = P.run_parity([rec], tok)  # (vLLM's own parsers on gate records: tests/test_parity.py)
     assert both.ok, both.failures

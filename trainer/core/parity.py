@@ -55,6 +55,10 @@ class Record:
     finish: Literal["stop", "length"] = "stop"
     tool_choice: Literal["auto", "none"] = "auto"
 
+    def to_json(self) -> str:
+        """One JSONL line of the record (what `load_records` reads)."""
+        return json.dumps(asdict(self), ensure_ascii=False)
+
 
 def _is_int_list(v: Any) -> bool:
     return isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
@@ -385,7 +389,7 @@ def parity_command(
         else:
             recs = load_records(records)
         if write is not None:
-            write.write_text("".join(json.dumps(asdict(r), ensure_ascii=False) + "\n" for r in recs), encoding="utf-8")
+            write.write_text("".join(r.to_json() + "\n" for r in recs), encoding="utf-8")
         tok_dir = tokenizer or default_tokenizer()
         report = run_parity(recs, load_tokenizer(tok_dir), against=against, tokenizer_dir=tok_dir,
                             vllm_python=vllm_python)

@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 from starlette.applications import Starlette
@@ -42,6 +42,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from trainer.core import tb_interpret as ti
+from trainer.core.parity import Record
 from trainer.rollout.record import RecordWriter
 
 PASSED_THROUGH = ("temperature", "top_p", "top_k", "max_tokens", "seed", "stop", "presence_penalty",
@@ -93,13 +94,13 @@ def _wire_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def parity_record(rid: str, family: str, tools: list[dict[str, Any]] | None, text: str, token_ids: Any,
-                  thinking: bool, finish: str, tool_choice: str) -> dict[str, Any]:
-    """One choice as trainer/core/parity.py's record (token ids only when they are a list of ints);
+def parity_record(rid: str, family: ti.Family, tools: list[dict[str, Any]] | None, text: str, token_ids: Any,
+                  thinking: bool, finish: Literal["stop", "length"], tool_choice: Literal["auto", "none"]) -> Record:
+    """One choice as the parity gate's record (token ids only when they are a list of ints);
     `rid` must be unique in the file (the proxy adds a random suffix: upstream ids may repeat)."""
     ids = token_ids if isinstance(token_ids, list) and all(type(x) is int for x in token_ids) else None
-    return {"id": rid, "family": family, "tools": list(tools or []), "text": text, "token_ids": ids,
-            "thinking": thinking, "finish": finish, "tool_choice": tool_choice}
+    return Record(id=rid, family=family, tools=list(tools or []), text=text, token_ids=ids, thinking=thinking,
+                  finish=finish, tool_choice=tool_choice)
 
 
 def build_app(cfg: ProxyConfig) -> Starlette:
@@ -143,15 +144,15 @@ def build_app(cfg: ProxyConfig) -> Starlette:
                           "upstream_garbage")
         out_choices = []
         rid = data.get("id") or f"chatcmpl-{uuid.uuid4().hex}"
-        tool_choice = "none" if body.get("tool_choice") == "none" else "auto"
+        tool_choice: Literal["auto", "none"] = "none" if body.get("tool_choice") == "none" else "auto"
         for i, ch in enumerate(choices):
             text = ch.get("text") or ""
-            finish = "length" if ch.get("finish_reason") == "length" else "stop"
+            finish: Literal["stop", "length"] = "length" if ch.get("finish_reason") == "length" else "stop"
             c = ti.parse(text, family=cfg.family, tools=toolset, thinking=thinking, finish=finish,
                          tool_choice=tool_choice)
             if writer is not None:
-                writer.write_line(json.dumps(parity_record(f"{rid}-{i}-{uuid.uuid4().hex[:8]}", cfg.family, tools, text, ch.get("token_ids"),
-                                                           thinking, finish, tool_choice), ensure_ascii=False))
+                writer.write_line(parity_record(f"{rid}-{i}-{uuid.uuid4().hex[:8]}", cfg.family, tools, text,
+                                                ch.get("token_ids"), thinking, finish, tool_choice).to_json())
             choice = {"index": i, "message": chat_message(c), "finish_reason": c.finish, "tb_text": text,
                       "tb_rejected_calls": [{"name": x.name, "problem": x.problem, "message": x.message}
                                             for x in c.calls if not x.executable]}

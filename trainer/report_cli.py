@@ -5,10 +5,13 @@ bands.csv or a difficulty state), one message naming the file."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, Optional
+from typing import TYPE_CHECKING, Annotated, NoReturn, Optional
 
 import typer
 from rich.console import Console
+
+if TYPE_CHECKING:
+    from trainer.eval.report import Section
 
 err = Console(stderr=True)
 
@@ -56,7 +59,7 @@ def report_command(
     typer.echo(f"wrote {written[0]} and {len(written) - 1} plot(s): {', '.join(p.name for p in written[1:])}")
 
 
-def difficulty_section(path: Path, top: int = 10) -> Any:
+def difficulty_section(path: Path, top: int = 10) -> Section:
     """The report section of a saved online-difficulty state: the trace plot, and the `top` tasks
     whose posterior mean moved most from their offline prior."""
     from html import escape

@@ -6,7 +6,7 @@ The workload is `tbt validate-golden` (golden replay + no-op of every task) on a
 `--tasks` tasks made from the sandbox fixture (tests/fixtures/datasets/sandbox, its notes tasks
 copied under new file names), each session served by the ThinkingBox-protocol notes server over
 stdio. Spawn starts a fresh Python process per session (the reference's design); fork starts each
-from a pre-imported template (trainer/env/forkserver.py), whose start and first proof (a forked
+from a pre-imported template (trainer/env/sandbox/forkserver.py), whose start and first proof (a forked
 and a spawned session compared) are inside the fork time. Printed: both wall times, the ratio,
 whether every verdict is the same, and the fork side's process statistics.
 """
@@ -25,8 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from trainer.env.golden import validate_golden  # noqa: E402
-from trainer.env.mcp_host import ServerRegistry, ServerSpec  # noqa: E402
-from trainer.env.tasks import load_dataset  # noqa: E402
+from trainer.env.sandbox.mcp_host import ServerRegistry, ServerSpec  # noqa: E402
+from trainer.env.taskformat.tasks import load_dataset  # noqa: E402
 
 FIXTURE = ROOT / "tests" / "fixtures" / "datasets" / "sandbox"
 SERVER = ROOT / "tests" / "fixtures" / "servers" / "notes_server.py"

@@ -33,8 +33,8 @@ from typing import Any, Callable
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from trainer.env import yamlio  # noqa: E402
-from trainer.env.tasks import load_dataset  # noqa: E402
+from trainer.env.taskformat import yamlio  # noqa: E402
+from trainer.env.taskformat.tasks import load_dataset  # noqa: E402
 
 TARGET_S = 3.0
 SCENARIOS = {  # name -> (server, tables, tools)

@@ -15,7 +15,7 @@ On a ~5k-row domain database (1,000 customers, 4,000 orders; built here with the
 Baselines, measured in the same run:
   - process per session (the reference's design): the same domain served over stdio, one
     process per session, open + init + close;
-  - the process path three ways (`start:` of a servers.yaml entry, trainer/env/forkserver.py):
+  - the process path three ways (`start:` of a servers.yaml entry, trainer/env/sandbox/forkserver.py):
     spawn (a fresh process), fork (a child of a pre-imported template) and reuse (one process,
     sessions in turn), each as session open (+ init), one tool call, effects, close, and the ratio
     of each to spawn (the proofs run before the timed sessions, and are reported);
@@ -101,10 +101,10 @@ async def bench(args: argparse.Namespace) -> dict:
 
 
 async def _bench(args: argparse.Namespace, tmp: Path) -> dict:
-    from trainer.env.context import TestContext
-    from trainer.env.grader import grade
-    from trainer.env.mcp_host import Sandbox, ServerRegistry, ServerSpec
-    from trainer.env.tasks import load_dataset
+    from trainer.env.grading.context import TestContext
+    from trainer.env.grading.grader import grade
+    from trainer.env.sandbox.mcp_host import Sandbox, ServerRegistry, ServerSpec
+    from trainer.env.taskformat.tasks import load_dataset
 
     for rel, text in DATASET_FILES.items():
         (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -126,7 +126,7 @@ async def _bench(args: argparse.Namespace, tmp: Path) -> dict:
 
     fresh = await open_close(inproc, args.sessions)
 
-    from trainer.env.backend import POOL
+    from trainer.env.db.backend import POOL
 
     cold = []  # the same without a pooled connection: deserialize + the first statement's schema parse
     for _ in range(args.sessions // 4):
@@ -177,7 +177,7 @@ PRELOAD = ["rich.logging", "rich.console", "anyio.streams.stapled", "anyio._core
 
 async def process_paths(task, args: argparse.Namespace) -> dict:
     """Session open (+ init), one call, effects, close over stdio, for each `start:`; medians."""
-    from trainer.env.mcp_host import Sandbox, ServerRegistry, ServerSpec
+    from trainer.env.sandbox.mcp_host import Sandbox, ServerRegistry, ServerSpec
 
     out = {}
     for start, n in (("spawn", args.processes), ("fork", args.forks), ("reuse", args.forks)):

@@ -9,9 +9,9 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from trainer.domains import DOMAINS
-from trainer.env.context import TestContext
-from trainer.env.grader import grade
-from trainer.env.mcp_host import Sandbox, ServerRegistry
+from trainer.env.grading.context import TestContext
+from trainer.env.grading.grader import grade
+from trainer.env.sandbox.mcp_host import Sandbox, ServerRegistry
 
 
 class ScriptedJudgeServer:

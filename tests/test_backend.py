@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainer.env.backend import (
+from trainer.env.db.backend import (
     PatchError, Snapshot, canonical_json, canonical_state, canonical_value, stable_state, state_hash,
 )
-from trainer.env.cache import ComputeCache, golden_key
-from trainer.env.statediff import collateral_changes, diff_db_states, diff_states
+from trainer.env.db.cache import ComputeCache, golden_key
+from trainer.env.db.statediff import collateral_changes, diff_db_states, diff_states
 
 SCHEMA = """
 CREATE TABLE items (id TEXT PRIMARY KEY, name TEXT NOT NULL, price REAL, qty INTEGER,
@@ -258,7 +258,7 @@ WRITE = st.one_of(
 def test_incremental_dump_equals_full_read(writes_a, writes_b):
     """A session's dump re-reads only logged rows; it must equal reading every table again,
     and diffs of two such dumps must equal the row-by-row diff of the full states."""
-    from trainer.env.backend import _dump_table
+    from trainer.env.db.backend import dump_table
 
     snap = make_snapshot()
     dbs = []
@@ -272,7 +272,7 @@ def test_incremental_dump_equals_full_read(writes_a, writes_b):
         dbs.append(db)
     dumps = [db.dump() for db in dbs]
     for db, dump in zip(dbs, dumps):
-        full = {t: _dump_table(db.conn, info, snap.drop_fields(t)) for t, info in snap.tables.items()}
+        full = {t: dump_table(db.conn, info, snap.drop_fields(t)) for t, info in snap.tables.items()}
         assert {t: d.rows for t, d in dump.tables.items()} == {t: d.rows for t, d in full.items()}
         for t, d in dump.tables.items():
             assert d.stable_json == full[t].stable_json and d.rows_json == canonical_json(full[t].rows)
@@ -303,7 +303,7 @@ def test_incremental_dump_reads_only_changed_rows():
 # ---------------------------------------------------------------------------- the connection pool
 
 def test_closed_sessions_hand_back_a_pristine_connection(snap):
-    from trainer.env.backend import POOL, CHANGE_LOG
+    from trainer.env.db.backend import POOL, CHANGE_LOG
 
     POOL.clear()
     a = snap.open()
@@ -325,7 +325,7 @@ def test_closed_sessions_hand_back_a_pristine_connection(snap):
 
 
 def test_a_session_whose_transaction_was_committed_is_not_pooled(snap):
-    from trainer.env.backend import POOL
+    from trainer.env.db.backend import POOL
 
     POOL.clear()
     db = snap.open()
@@ -342,7 +342,7 @@ def test_a_session_whose_transaction_was_committed_is_not_pooled(snap):
 
 
 def test_pool_is_bounded_by_bytes_and_evicts_the_oldest():
-    from trainer.env.backend import ConnectionPool
+    from trainer.env.db.backend import ConnectionPool
 
     s1, s2 = make_snapshot(), make_snapshot(order=(2, 1, 0))
     pool = ConnectionPool(budget_bytes=2 * len(s1.data))

@@ -215,7 +215,7 @@ def pool(tmp_path_factory):
     import pyarrow.parquet as pq
 
     from trainer.data.prepare import Decision, parquet_rows
-    from trainer.env.tasks import load_dataset
+    from trainer.env.taskformat.tasks import load_dataset
 
     d = tmp_path_factory.mktemp("prepared")
     samples = ROOT / "data" / "samples"

@@ -18,8 +18,8 @@ import pytest
 
 from trainer.domains import DOMAINS, domain
 from trainer.domains.kit import Domain, Session
-from trainer.env.mcp_host import Sandbox, SandboxError, ServerConnection, ServerRegistry, ServerSpec, result_text
-from trainer.env.tasks import load_dataset
+from trainer.env.sandbox.mcp_host import Sandbox, SandboxError, ServerConnection, ServerRegistry, ServerSpec, result_text
+from trainer.env.taskformat.tasks import load_dataset
 
 ROOT = Path(__file__).parents[1]
 FIX = Path(__file__).parent / "fixtures"

@@ -14,8 +14,8 @@ import yaml
 
 from trainer.domains import DOMAINS, domain
 from trainer.domains.kit import RESERVED
-from trainer.env.mcp_host import Sandbox, SandboxError, ServerRegistry, ServerSpec
-from trainer.env.tasks import load_dataset
+from trainer.env.sandbox.mcp_host import Sandbox, SandboxError, ServerRegistry, ServerSpec
+from trainer.env.taskformat.tasks import load_dataset
 
 pytestmark = pytest.mark.anyio
 PAIRS = list(itertools.combinations(sorted(DOMAINS), 2))

@@ -20,8 +20,8 @@ import pytest
 
 from trainer.core import tb_interpret as ti
 from trainer.domains import DOMAINS
-from trainer.env.mcp_host import Sandbox, ServerRegistry
-from trainer.env.tasks import load_dataset
+from trainer.env.sandbox.mcp_host import Sandbox, ServerRegistry
+from trainer.env.taskformat.tasks import load_dataset
 from trainer.rollout import episode as episode_mod
 from trainer.rollout.episode import EpisodeConfig, EpisodeSetup, run_episode
 from trainer.rollout.http import EndpointError

@@ -1,4 +1,4 @@
-"""`start: fork` (trainer/env/forkserver.py): sessions forked from a pre-imported template, proven
+"""`start: fork` (trainer/env/sandbox/forkserver.py): sessions forked from a pre-imported template, proven
 against spawned processes, with the planted servers of tests/fixtures/servers (a module-level
 counter, a pid cached at import, a thread started at import)."""
 
@@ -18,8 +18,8 @@ import pytest
 
 from trainer.env.errors import TaskFormatError
 from trainer.env.golden import summary_text, validate_golden
-from trainer.env.mcp_host import Sandbox, SandboxError, ServerConnection, ServerRegistry, ServerSpec, prove_start
-from trainer.env.tasks import load_dataset
+from trainer.env.sandbox.mcp_host import Sandbox, SandboxError, ServerConnection, ServerRegistry, ServerSpec, prove_start
+from trainer.env.taskformat.tasks import load_dataset
 
 FIX = Path(__file__).parent / "fixtures"
 SERVERS = FIX / "servers"
@@ -248,7 +248,7 @@ async def test_proof_rate_samples_later_sessions(ds):
 
 HOST = textwrap.dedent("""
     import asyncio, json, sys, time
-    from trainer.env.mcp_host import ServerConnection, ServerRegistry, ServerSpec
+    from trainer.env.sandbox.mcp_host import ServerConnection, ServerRegistry, ServerSpec
     spec = ServerSpec("notes", "mcp-process", start="fork", command=[sys.executable, sys.argv[1]])
     reused = ServerSpec("again", "mcp-process", start="reuse", command=[sys.executable, sys.argv[1]])
     reg = ServerRegistry({"notes": spec, "again": reused})

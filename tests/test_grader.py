@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from trainer.env.context import Judge, JudgeUnavailable, TestContext
-from trainer.env.grader import Verdict, context_from_json, context_to_json, grade
+from trainer.env.grading.context import Judge, JudgeUnavailable, TestContext
+from trainer.env.grading.grader import Verdict, context_from_json, context_to_json, grade
 
 DATASET = Path(__file__).parent / "fixtures" / "datasets" / "grading"
 
 
 @pytest.fixture(scope="module")
 def tasks():
-    from trainer.env.tasks import load_dataset
+    from trainer.env.taskformat.tasks import load_dataset
     return load_dataset(DATASET, strict=True).tasks
 
 
@@ -98,14 +98,14 @@ def test_hostile_test_cannot_take_the_grader_down(tasks):
 def test_verdict_and_context_are_json():
     v = Verdict(False, 0.0, None, "why", 12, [{"question": "q", "answer": None}])
     assert Verdict.from_dict(json.loads(json.dumps(v.to_dict()))) == v
-    from trainer.env.context import ToolCall, ToolCallRecord
+    from trainer.env.grading.context import ToolCall, ToolCallRecord
     c = TestContext(response="r", effects={"s": {"a": 1}},
                     tool_calls=[ToolCallRecord(ToolCall("t", {"x": 1}, "c1"), "ok")], session_id="s1")
     assert context_from_json(json.loads(json.dumps(context_to_json(c)))) == c
 
 
 def _dataset(tmp_path: Path, test_files: dict[str, str]) -> dict:
-    from trainer.env.tasks import load_dataset
+    from trainer.env.taskformat.tasks import load_dataset
     for rel in ("agent/think.yaml", "scenario/notes.yaml"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text((DATASET / rel).read_text())
@@ -116,7 +116,7 @@ def _dataset(tmp_path: Path, test_files: dict[str, str]) -> dict:
 
 
 def test_isolated_test_that_prints_a_lot_or_hangs_is_bounded(tmp_path):
-    from trainer.env.grader import _grade_in_subprocess
+    from trainer.env.grading.grader import grade_in_subprocess
 
     tasks = _dataset(tmp_path, {"noisy.py": '''
 def test_chatty(x, judge):
@@ -136,7 +136,7 @@ def test_hangs(x, judge):
     time.sleep(600)
 '''})
     assert grade(tasks["noisy.py:test_chatty"], ctx(), isolate=True).passed
-    v = _grade_in_subprocess(tasks["noisy.py:test_hangs"], ctx(), Judge(), {}, timeout=2)
+    v = grade_in_subprocess(tasks["noisy.py:test_hangs"], ctx(), Judge(), {}, timeout=2)
     assert not v.passed and v.system_error == "test subprocess killed after 2s without a verdict"
 
 

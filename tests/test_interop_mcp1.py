@@ -18,8 +18,8 @@ import pytest
 from typer.testing import CliRunner
 
 from trainer.cli import app
-from trainer.env.mcp_host import Sandbox, ServerConnection, ServerRegistry, ServerSpec
-from trainer.env.tasks import load_dataset
+from trainer.env.sandbox.mcp_host import Sandbox, ServerConnection, ServerRegistry, ServerSpec
+from trainer.env.taskformat.tasks import load_dataset
 
 ROOT = Path(__file__).parents[1]
 VENV = ROOT / ".cache" / "interop-mcp1"
@@ -77,7 +77,7 @@ def test_golden_replay_over_mcp1(v1_python, tmp_path):
 
 
 async def test_mcp1_fastmcp_server_forks_and_reuses(v1_python):
-    """`start: fork` / `reuse` (trainer/env/forkserver.py) on the reference generation (mcp 1.x
+    """`start: fork` / `reuse` (trainer/env/sandbox/forkserver.py) on the reference generation (mcp 1.x
     FastMCP, its own interpreter) give spawn's verdicts (its stdio wraps sys.stdout.buffer: the
     child's stdio must be a pipe's)."""
     from trainer.env.golden import validate_golden

@@ -16,12 +16,12 @@ import pytest
 from typer.testing import CliRunner
 
 from trainer.cli import app
-from trainer.env.chat_types import Text
-from trainer.env.context import Judge, JudgeUnavailable, TestContext
+from trainer.env.grading.chat_types import Text
+from trainer.env.grading.context import Judge, JudgeUnavailable, TestContext
 from trainer.env.golden import ReplayJudge
-from trainer.env.grader import _answer_for_child, grade
-from trainer.env.judge import ChatJudge, JudgeConfig, parse_motivation, parse_yesno
-from trainer.env.tasks import load_dataset
+from trainer.env.grading.grader import answer_for_child, grade
+from trainer.env.grading.judge import ChatJudge, JudgeConfig, parse_motivation, parse_yesno
+from trainer.env.taskformat.tasks import load_dataset
 
 KEY = "sk-test-do-not-leak-1234"
 
@@ -190,7 +190,7 @@ def test_from_env():
 def test_grader_with_a_down_judge_is_a_system_error(endpoint):
     from pathlib import Path
 
-    from trainer.env.tasks import load_dataset
+    from trainer.env.taskformat.tasks import load_dataset
     url, script = endpoint
     script.replies = [(502, "bad gateway")] * 2
     task = load_dataset(Path(__file__).parent / "fixtures/datasets/grading").tasks["grading_cases.py:test_asks_judge"]
@@ -398,7 +398,7 @@ def test_the_pipe_answers_judge_questions_only():
             return question == "ok?"
 
     def ask(method, *args):
-        return json.loads(_answer_for_child(Scripted(), {"method": method, "args": list(args)}))
+        return json.loads(answer_for_child(Scripted(), {"method": method, "args": list(args)}))
 
     assert ask("yesno", "ok?") == {"answer": True}
     assert ask("__init__")["error"].startswith("ValueError: not a judge question")  # the child is untrusted

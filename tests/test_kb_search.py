@@ -1,4 +1,4 @@
-"""Knowledge bases without a search server (trainer/env/kb_search.py): scenarios whose world state
+"""Knowledge bases without a search server (trainer/env/sandbox/kb_search.py): scenarios whose world state
 carries `sources` get `search_policy` from an embedded FTS5 index, through the real sandbox and a
 real episode. Fixture: tests/fixtures/datasets/kb (policies/*.md inlined as the scenarios' sources;
 the notes server, which offers no search tool; the insurer server, shaped like a reference
@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from trainer.env import kb_search
+from trainer.env.sandbox import kb_search
 from trainer.env.errors import TaskFormatError
-from trainer.env.mcp_host import Sandbox, SandboxError, ServerRegistry, strip_sources
-from trainer.env.tasks import load_dataset
+from trainer.env.sandbox.mcp_host import Sandbox, SandboxError, ServerRegistry, strip_sources
+from trainer.env.taskformat.tasks import load_dataset
 from trainer.rollout.episode import EpisodeConfig, EpisodeSetup, run_episode
 from trainer.rollout.policy import Generation, Policy, PolicySession
 from trainer.rollout.synthetic import SyntheticJudge

@@ -20,8 +20,8 @@ import pytest
 
 from trainer.domains import DOMAINS
 from trainer.env.errors import TaskFormatError
-from trainer.env.mcp_host import Sandbox, SandboxError, ServerRegistry, ServerSpec, strip_sources
-from trainer.env.tasks import ToolSpec, load_dataset
+from trainer.env.sandbox.mcp_host import Sandbox, SandboxError, ServerRegistry, ServerSpec, strip_sources
+from trainer.env.taskformat.tasks import ToolSpec, load_dataset
 
 FIX = Path(__file__).parent / "fixtures"
 DATASET = FIX / "datasets" / "sandbox"

@@ -31,7 +31,7 @@ from trainer.cli import app as tbt_app
 from trainer.data.bands import Bands, assign, band_table
 from trainer.data.prepare import AGENT_LOOP_NAME, CSV_COLUMNS, PrepareConfig, PrepareError, prepare
 from trainer.data.probes import tally_probes
-from trainer.env.tasks import load_dataset, read_test_list
+from trainer.env.taskformat.tasks import load_dataset, read_test_list
 from trainer.rollout.record import read_records
 from trainer.rollout.runner import default_errors_path, local_execute, run_episodes
 from trainer.rollout.setup import RunSpec, build_setup, close_setup, load_run_dataset

@@ -19,10 +19,10 @@ import pytest
 from trainer.domains import DOMAINS, domain
 from trainer.domains.property.seed import generate
 from trainer.env.golden import replay, validate_golden
-from trainer.env.judge import ChatJudge, JudgeConfig
-from trainer.env.mcp_host import Sandbox, ServerRegistry
-from trainer.env.tasks import load_dataset
-from trainer.env.testfile import parse_python_test_file
+from trainer.env.grading.judge import ChatJudge, JudgeConfig
+from trainer.env.sandbox.mcp_host import Sandbox, ServerRegistry
+from trainer.env.taskformat.tasks import load_dataset
+from trainer.env.taskformat.testfile import parse_python_test_file
 
 from judged import ScriptedJudgeServer, graded_reply
 

@@ -26,10 +26,10 @@ from pathlib import Path
 import pytest
 
 from trainer.domains import DOMAINS
-from trainer.env.judge import ChatJudge, Judge, JudgeConfig
-from trainer.env.mcp_host import ServerRegistry
-from trainer.env.servers import ServerSpec
-from trainer.env.tasks import load_dataset
+from trainer.env.grading.judge import ChatJudge, Judge, JudgeConfig
+from trainer.env.sandbox.mcp_host import ServerRegistry
+from trainer.env.sandbox.servers import ServerSpec
+from trainer.env.taskformat.tasks import load_dataset
 from trainer.rollout.episode import EpisodeConfig, EpisodeSetup, run_episode
 from trainer.rollout.openai_policy import ChatPolicy, TokensPolicy
 from trainer.rollout.policy import SpecError, make_policy

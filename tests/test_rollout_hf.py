@@ -24,8 +24,8 @@ from transformers import AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
 
 from trainer.core import tb_interpret as ti
 from trainer.domains import DOMAINS
-from trainer.env.mcp_host import Sandbox, ServerRegistry
-from trainer.env.tasks import load_dataset
+from trainer.env.sandbox.mcp_host import Sandbox, ServerRegistry
+from trainer.env.taskformat.tasks import load_dataset
 from trainer.rollout.episode import EpisodeConfig, EpisodeSetup, run_episode
 from trainer.rollout.policy import EpisodeInfo, SpecError, make_policy
 from trainer.rollout.record import END_REASONS, EpisodeRecord

@@ -21,8 +21,8 @@ from trainer.core import parity as P
 from trainer.core import tb_interpret as ti
 from trainer.core.tb_render import IM_END
 from trainer.domains import DOMAINS
-from trainer.env.mcp_host import ServerRegistry
-from trainer.env.tasks import load_dataset
+from trainer.env.sandbox.mcp_host import ServerRegistry
+from trainer.env.taskformat.tasks import load_dataset
 from trainer.rollout.episode import EpisodeConfig, EpisodeSetup, run_episode
 from trainer.rollout.policy import make_policy
 from trainer.rollout.synthetic import SyntheticJudge

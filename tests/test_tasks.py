@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from trainer.env.context import TestContext
+from trainer.env.grading.context import TestContext
 from trainer.env.errors import DatasetError, TaskFormatError
-from trainer.env.tasks import (find_test_file, load_dataset, merge_init, recursive_merge,
+from trainer.env.taskformat.tasks import (find_test_file, load_dataset, merge_init, recursive_merge,
                                tool_list)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "datasets"

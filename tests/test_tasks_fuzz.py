@@ -11,7 +11,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from trainer.env.errors import TaskFormatError
-from trainer.env.tasks import load_dataset
+from trainer.env.taskformat.tasks import load_dataset
 
 BASIC = Path(__file__).parent / "fixtures" / "datasets" / "basic"
 SOURCE = (BASIC / "test_case" / "notes_basic.py").read_text()

@@ -1,4 +1,4 @@
-"""The `thinkingbox.*` shim (trainer/env/tb_shim.py) and the chat types it serves, on a real
+"""The `thinkingbox.*` shim (trainer/env/grading/tb_shim.py) and the chat types it serves, on a real
 fixture dataset (tests/fixtures/datasets/tbcommon) whose test files import the framework's
 `thinkingbox.common.chat_types`: it loads, grades in-process and isolated, replays its golden
 actions, and a planted missing name is reported with file and line."""
@@ -17,11 +17,12 @@ import pytest
 from typer.testing import CliRunner
 
 from trainer.cli import app
-from trainer.env import chat_types, tb_shim
-from trainer.env.chat_types import ParallelToolCall, Text, ToolCall, ToolCallResponse, ToolResponse
-from trainer.env.context import Judge, TestContext, install_thinkingbox_shim
-from trainer.env.grader import context_from_json, context_to_json, grade
-from trainer.env.tasks import load_dataset
+from trainer.env.grading import chat_types, tb_shim
+from trainer.env.grading.chat_types import ParallelToolCall, Text, ToolCall, ToolCallResponse, ToolResponse
+from trainer.env.grading.context import Judge, TestContext
+from trainer.env.grading.tb_shim import install_thinkingbox_shim
+from trainer.env.grading.grader import context_from_json, context_to_json, grade
+from trainer.env.taskformat.tasks import load_dataset
 
 REPO = Path(__file__).parents[1]
 FIX = Path(__file__).parent / "fixtures" / "datasets"
@@ -215,8 +216,8 @@ def test_broken_fixture_import_error_is_still_reported():
 # ------------------------------------------------------------------ the real package wins
 
 def _fresh_python(pythonpath: Path) -> str:
-    code = ("from trainer.env.context import install_thinkingbox_shim; install_thinkingbox_shim()\n"
-            "import thinkingbox.common as c; from trainer.env import tb_shim\n"
+    code = ("from trainer.env.grading.tb_shim import install_thinkingbox_shim; install_thinkingbox_shim()\n"
+            "import thinkingbox.common as c; from trainer.env.grading import tb_shim\n"
             "print(getattr(c, 'REAL', False), tb_shim.active())")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(pythonpath), str(REPO)])}
     r = subprocess.run([sys.executable, "-c", code], cwd=pythonpath, env=env, capture_output=True, text=True,

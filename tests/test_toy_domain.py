@@ -10,8 +10,8 @@ import pytest
 from mcp import Client
 
 from trainer.domains import DOMAINS, domain
-from trainer.env.context import Judge, TestContext
-from trainer.env.tasks import Task, load_dataset
+from trainer.env.grading.context import Judge, TestContext
+from trainer.env.taskformat.tasks import Task, load_dataset
 
 pytestmark = pytest.mark.anyio
 

@@ -23,8 +23,8 @@ from verl.utils.dataset.rl_dataset import RLHFDataset
 from verl.workers.rollout.replica import TokenOutput
 
 from trainer.domains import DOMAINS
-from trainer.env.mcp_host import ServerRegistry
-from trainer.env.tasks import load_dataset
+from trainer.env.sandbox.mcp_host import ServerRegistry
+from trainer.env.taskformat.tasks import load_dataset
 from trainer.rollout.episode import EpisodeConfig, EpisodeSetup, run_episode
 from trainer.rollout.policy import EpisodeInfo
 from trainer.rollout.synthetic import SyntheticJudge, SyntheticPolicy
@@ -280,7 +280,7 @@ def test_the_registration_yaml_names_the_loop_the_prepared_rows_ask_for():
 def test_the_dataset_filters_on_the_rendered_prompt(tmp_path):
     """ThinkingBoxDataset measures the prompt the agent loop will send (system + tools + query),
     not the bare query, and reports rows it cannot turn into an episode."""
-    from trainer.data.prepare import _parquet_bytes
+    from trainer.data.prepare import parquet_bytes
     from trainer.verl.dataset import ThinkingBoxDataset
 
     uids = ["toy_loans.py:test_fine_correction", "toy_loans.py:test_checkout_book", "toy_loans.py:test_gone"]
@@ -288,7 +288,7 @@ def test_the_dataset_filters_on_the_rendered_prompt(tmp_path):
              "reward_model": {"style": "thinkingbox", "ground_truth": ""},
              "extra_info": {"uid": u, "dataset": str(SAMPLES), "band": "difficult", "index": i}} for i, u in enumerate(uids)]
     path = tmp_path / "train.parquet"
-    path.write_bytes(_parquet_bytes(rows))
+    path.write_bytes(parquet_bytes(rows))
     lengths = {}
     for uid in uids[:2]:
         out = run(agent_loop(SyntheticServer(p=1.0, seed=0)).run(dict(SAMPLING), **row(uid)))

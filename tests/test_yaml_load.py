@@ -1,4 +1,4 @@
-"""`trainer.env.yamlio` against PyYAML's pure-Python SafeLoader: the same values, line marks and
+"""`trainer.env.taskformat.yamlio` against PyYAML's pure-Python SafeLoader: the same values, line marks and
 errors on every YAML text of the sample data and the fixtures, on edge cases and on fuzzed text;
 and whole datasets load identically with libyaml, with the pure-Python loader, and the old way
 (two pure-Python parses per block)."""
@@ -17,9 +17,9 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from trainer.env import yamlio
-from trainer.env.tasks import load_dataset, read_test_list
-from trainer.env.testfile import parse_test_file
+from trainer.env.taskformat import yamlio
+from trainer.env.taskformat.tasks import load_dataset, read_test_list
+from trainer.env.taskformat.testfile import parse_test_file
 
 REPO = Path(__file__).resolve().parents[1]
 DATASETS = [REPO / "data" / "samples", *sorted((REPO / "tests" / "fixtures" / "datasets").iterdir())]

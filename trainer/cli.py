@@ -28,7 +28,7 @@ from trainer.core.parity import parity_command
 from trainer.domains import DOMAINS
 from trainer.domains.serve import serve_domain_command
 from trainer.env.errors import DatasetError, TaskFormatError
-from trainer.env.tasks import Dataset, load_dataset
+from trainer.env.taskformat.tasks import Dataset, load_dataset
 from trainer.eval_cli import aggregate_command, compare_command, eval_command
 from trainer.probe_cli import probe_command, quickstart_command
 from trainer.report_cli import report_command
@@ -36,7 +36,7 @@ from trainer.run_cli import run_command, show_command
 from trainer.serve_cli import serve_proxy_command
 
 if TYPE_CHECKING:  # the sandbox imports the MCP SDK (~1 s): only the commands that run one import it
-    from trainer.env.mcp_host import ServerRegistry
+    from trainer.env.sandbox.mcp_host import ServerRegistry
 
 EXAMPLES = {
     "tasks list": "tbt tasks list data/samples",
@@ -204,7 +204,7 @@ def tasks_validate(
 def _registry(dataset: Path, servers: Path | None, python: str | None) -> ServerRegistry:
     """The servers of a run: --servers (default DATASET/servers.yaml if present), then our domains
     by name; exit 2 on a malformed file or an interpreter that does not exist."""
-    from trainer.env.mcp_host import ServerRegistry
+    from trainer.env.sandbox.mcp_host import ServerRegistry
 
     if python is not None and shutil.which(python) is None:
         _fail(f"error: --python {python}: no such executable")

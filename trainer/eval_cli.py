@@ -221,7 +221,7 @@ def aggregate_command(
 
 def _dataset_expected(dataset: Path, test_list: Path | None, repeat: int | None):
     from trainer.env.errors import DatasetError
-    from trainer.env.tasks import load_dataset
+    from trainer.env.taskformat.tasks import load_dataset
     from trainer.eval.aggregate import expected_from_tasks
 
     try:
@@ -235,7 +235,7 @@ def _dataset_expected(dataset: Path, test_list: Path | None, repeat: int | None)
 
 
 def _list_uids(test_list: Path) -> list[str]:
-    from trainer.env.tasks import read_test_list
+    from trainer.env.taskformat.tasks import read_test_list
 
     entries, errors = read_test_list(test_list)
     if errors:

@@ -42,7 +42,7 @@ from typing import Any, Callable
 
 from trainer.data.bands import Bands, assign
 from trainer.data.probes import ProbeReport, tally_probes
-from trainer.env.tasks import Dataset, Task, load_dataset, read_test_list
+from trainer.env.taskformat.tasks import Dataset, Task, load_dataset, read_test_list
 
 AGENT_LOOP_NAME = "thinkingbox_agent"  # the verl agent loop that plays these rows (trainer/verl)
 
@@ -236,7 +236,7 @@ def parquet_rows(decisions: list[Decision], which: str) -> list[dict[str, Any]]:
     return rows
 
 
-def _parquet_bytes(rows: list[dict[str, Any]]) -> bytes:
+def parquet_bytes(rows: list[dict[str, Any]]) -> bytes:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -352,8 +352,8 @@ def prepare(cfg: PrepareConfig) -> PrepareResult:
     files: dict[str, Callable[[], bytes | str]] = {
         "train.yaml": lambda: test_list_text(decisions, "train", cfg),
         "test.yaml": lambda: test_list_text(decisions, "validation", cfg),
-        "train.parquet": lambda: _parquet_bytes(parquet_rows(decisions, "train")),
-        "test.parquet": lambda: _parquet_bytes(parquet_rows(decisions, "validation")),
+        "train.parquet": lambda: parquet_bytes(parquet_rows(decisions, "train")),
+        "test.parquet": lambda: parquet_bytes(parquet_rows(decisions, "validation")),
         "bands.csv": lambda: bands_csv(decisions, cfg.bands),
         "bands.png": lambda: histogram_png(decisions, cfg.bands),
         "summary.json": lambda: json.dumps(summ, indent=2, sort_keys=True) + "\n",

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from trainer.env.tasks import Task
+from trainer.env.taskformat.tasks import Task
 from trainer.rollout.record import tb_result_passed
 
 

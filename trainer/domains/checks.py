@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from trainer.env.backend import stable_state
-from trainer.env.statediff import collateral_changes
+from trainer.env.db.backend import stable_state
+from trainer.env.db.statediff import collateral_changes
 
 Effects = Mapping[str, Any]
 _WHICH = ("initial", "result", "golden")
@@ -99,7 +99,7 @@ def ask_judge(fx: Effects, x: Any, judge: Any) -> None:
 
 
 def changes(fx: Effects, allow: Iterable[str] = ()) -> list[dict[str, Any]]:
-    """Initial → result changes not covered by `allow` (see `trainer.env.backend.collateral_changes`)."""
+    """Initial → result changes not covered by `allow` (see `trainer.env.db.backend.collateral_changes`)."""
     unstable = fx.get("unstable_fields") or {}
     return collateral_changes(stable_state(fx.get("initial_db_state") or {}, unstable),
                               stable_state(fx.get("result_db_state") or {}, unstable), allow)

@@ -51,9 +51,9 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent
 from mcp.types import Tool as MCPTool
 
-from trainer.env.backend import Database, DbState, PatchError, Snapshot, insert_row, quote_ident
-from trainer.env.cache import ComputeCache, golden_key
-from trainer.env.statediff import diff_db_states
+from trainer.env.db.backend import Database, DbState, PatchError, Snapshot, insert_row, quote_ident
+from trainer.env.db.cache import ComputeCache, golden_key
+from trainer.env.db.statediff import diff_db_states
 
 log = logging.getLogger(__name__)
 
@@ -298,7 +298,7 @@ class DomainServer(MCPServer):
     Tool listing and calls bypass the SDK's per-function pydantic models: the domain's JSON
     schemas are the contract (validated in `Session.dispatch`), and errors stay text content.
     `direct_tools()` / `direct_call()` offer the same listing and results without JSON-RPC: the
-    in-process host (`trainer.env.mcp_host`) uses them instead of `mcp.Client(server)`.
+    in-process host (`trainer.env.sandbox.mcp_host`) uses them instead of `mcp.Client(server)`.
     """
 
     def __init__(self, domain: Domain):
@@ -317,7 +317,7 @@ class DomainServer(MCPServer):
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> CallToolResult:
         return CallToolResult(content=[TextContent(type="text", text=self.session.call(name, arguments))])
 
-    # -- the direct in-process interface (used by `trainer.env.mcp_host` instead of `mcp.Client`)
+    # -- the direct in-process interface (used by `trainer.env.sandbox.mcp_host` instead of `mcp.Client`)
     def direct_tools(self) -> list[MCPTool]:
         """What `list_tools` returns over MCP (the domain's tools, then the reserved ones)."""
         return list(self.domain.mcp_tools())

@@ -22,12 +22,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from trainer.env.context import Judge, TestContext, ToolCall, ToolCallRecord
+from trainer.env.grading.context import Judge, TestContext, ToolCall, ToolCallRecord
 from trainer.env.errors import TaskFormatError
-from trainer.env.grader import Verdict, grade_async
-from trainer.env.backend import state_hash
-from trainer.env.mcp_host import Sandbox, SandboxError, ServerRegistry, strip_sources
-from trainer.env.tasks import Task
+from trainer.env.grading.grader import Verdict, grade_async
+from trainer.env.db.backend import state_hash
+from trainer.env.sandbox.mcp_host import Sandbox, SandboxError, ServerRegistry, strip_sources
+from trainer.env.taskformat.tasks import Task
 
 Action = tuple[str, str, dict[str, Any]]  # (server, tool, parameters)
 _GOLDEN_KEYS = ("golden_db_state", "golden_db_hash", "diff", "rubrics", "rubrics_yesno", "golden_errors")

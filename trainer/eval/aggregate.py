@@ -30,7 +30,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from trainer.env.tasks import Task
+from trainer.env.taskformat.tasks import Task
 from trainer.eval import metrics
 from trainer.eval.attempts import Attempt
 from trainer.eval.cost import ROLES, Price, Usage, campaign_cost

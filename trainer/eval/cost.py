@@ -30,7 +30,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from trainer.env import yamlio
+from trainer.env.taskformat import yamlio
 
 ROLES = ("agent", "user", "judge")
 

@@ -44,12 +44,12 @@ from datetime import datetime, timezone
 from typing import Any
 
 from trainer.core import tb_interpret as ti
-from trainer.env.context import TestContext, ToolCall, ToolCallRecord
+from trainer.env.grading.context import TestContext, ToolCall, ToolCallRecord
 from trainer.env.errors import TaskFormatError
-from trainer.env.grader import grade_async
-from trainer.env.judge import Judge
-from trainer.env.mcp_host import Sandbox, SandboxError, ServerRegistry, strip_sources
-from trainer.env.tasks import Agent, Task
+from trainer.env.grading.grader import grade_async
+from trainer.env.grading.judge import Judge
+from trainer.env.sandbox.mcp_host import Sandbox, SandboxError, ServerRegistry, strip_sources
+from trainer.env.taskformat.tasks import Agent, Task
 from trainer.rollout.http import EndpointError
 from trainer.rollout.policy import EpisodeInfo, Policy, PolicyError, PolicySession
 from trainer.rollout.record import EpisodeRecord

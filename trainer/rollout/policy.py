@@ -60,7 +60,7 @@ class Generation:
 class EpisodeInfo:
     """What a policy session may know about its episode."""
 
-    task: Any  # trainer.env.tasks.Task
+    task: Any  # trainer.env.taskformat.tasks.Task
     repetition: int
     seed: int
 

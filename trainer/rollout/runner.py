@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Sequence
 
-from trainer.env.tasks import Task
+from trainer.env.taskformat.tasks import Task
 from trainer.rollout.episode import EpisodeSetup, run_episode
 from trainer.rollout.policy import stable_seed
 from trainer.rollout.record import EpisodeRecord, RecordWriter, read_records

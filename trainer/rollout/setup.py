@@ -24,9 +24,9 @@ from typing import Any, Mapping
 import httpx
 
 from trainer.core.tb_interpret import Family
-from trainer.env.judge import ChatJudge, Judge, JudgeConfig
-from trainer.env.mcp_host import ServerRegistry
-from trainer.env.tasks import Dataset, load_dataset
+from trainer.env.grading.judge import ChatJudge, Judge, JudgeConfig
+from trainer.env.sandbox.mcp_host import ServerRegistry
+from trainer.env.taskformat.tasks import Dataset, load_dataset
 from trainer.rollout.episode import EpisodeConfig, EpisodeSetup
 from trainer.rollout.policy import SpecError, make_policy, no_more, option, split_spec
 from trainer.rollout.synthetic import SyntheticJudge

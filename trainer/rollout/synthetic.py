@@ -31,11 +31,11 @@ from typing import Any
 import yaml
 
 from trainer.core.tb_interpret import turn_text
-from trainer.env.chat_types import Text
+from trainer.env.grading.chat_types import Text
 from trainer.env.errors import TaskFormatError
 from trainer.env.golden import mutations
-from trainer.env.judge import Judge
-from trainer.env.yamlio import load as load_yaml
+from trainer.env.grading.judge import Judge
+from trainer.env.taskformat.yamlio import load as load_yaml
 from trainer.rollout.policy import (EpisodeInfo, Generation, Policy, PolicySession, SpecError, no_more, option,
                                     stable_seed, truthy)
 

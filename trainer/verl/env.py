@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
-from trainer.env.tasks import Dataset, Task, load_dataset
+from trainer.env.taskformat.tasks import Dataset, Task, load_dataset
 from trainer.rollout.episode import EpisodeConfig, EpisodeSetup
 from trainer.rollout.policy import Policy
 from trainer.rollout.setup import RunSpec, make_judge, make_registry

@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainer.env.chat_types import Text, as_messages
-from trainer.env.context import Judge, TestContext, ToolCall, ToolCallRecord
-from trainer.env.judge import ASKING_METHODS, JudgeUnavailable
-from trainer.env.testcode import failure_line
+from trainer.env.grading.chat_types import Text, as_messages
+from trainer.env.grading.context import Judge, TestContext, ToolCall, ToolCallRecord
+from trainer.env.grading.judge import ASKING_METHODS, JudgeUnavailable
+from trainer.env.grading.testcode import failure_line
 
 SUBPROCESS_TIMEOUT_S = 120.0
 
@@ -179,7 +179,7 @@ def grade(task: Any, ctx: TestContext, judge: Judge | None = None, *, isolate: b
     judge = judge or Judge()
     fixtures = dict(task.scenario.fixtures if fixtures is None else fixtures)
     if isolate:
-        return _grade_in_subprocess(task, ctx, judge, fixtures)
+        return grade_in_subprocess(task, ctx, judge, fixtures)
     try:
         fn = task.test_function()
     except Exception as e:  # a file that no longer compiles: not the agent's fault
@@ -203,18 +203,18 @@ def context_from_json(d: dict[str, Any]) -> TestContext:
     return TestContext(**{**d, "tool_calls": calls})
 
 
-def _grade_in_subprocess(task: Any, ctx: TestContext, judge: Judge, fixtures: dict[str, Any],
+def grade_in_subprocess(task: Any, ctx: TestContext, judge: Judge, fixtures: dict[str, Any],
                          timeout: float = SUBPROCESS_TIMEOUT_S) -> Verdict:
     job = {"file": str(task.file), "name": task.name, "test_code": task._test_code, "lineno": task.lineno,
            "context": context_to_json(ctx), "fixtures": fixtures,
            "judge_evaluates": getattr(judge, "evaluates", True)}
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(Path(__file__).parents[2]),
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(Path(__file__).parents[3]),
                                                                     os.environ.get("PYTHONPATH")) if p)}
     for key in [k for k in env if "API_KEY" in k or "TOKEN" in k or "SECRET" in k]:
         env.pop(key)  # the child never needs credentials: judge questions come back here
     # the test's prints go to a file: a pipe nobody reads while waiting would fill and hang the child
     errlog = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
-    proc = subprocess.Popen([sys.executable, "-m", "trainer.env.grader"], stdin=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "trainer.env.grading.grader"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=errlog, text=True, env=env)
     assert proc.stdin and proc.stdout
     timer = threading.Timer(timeout, proc.kill)
@@ -225,7 +225,7 @@ def _grade_in_subprocess(task: Any, ctx: TestContext, judge: Judge, fixtures: di
         for line in proc.stdout:
             msg = json.loads(line)
             if "judge" in msg:
-                proc.stdin.write(_answer_for_child(judge, msg["judge"]) + "\n")
+                proc.stdin.write(answer_for_child(judge, msg["judge"]) + "\n")
                 proc.stdin.flush()
             elif "verdict" in msg:
                 return Verdict.from_dict(msg["verdict"])
@@ -243,7 +243,7 @@ def _grade_in_subprocess(task: Any, ctx: TestContext, judge: Judge, fixtures: di
             f and f.close()
 
 
-def _answer_for_child(judge: Judge, ask: Any) -> str:
+def answer_for_child(judge: Judge, ask: Any) -> str:
     """The parent's judge answering one `{"method", "args"}` from the child, as the JSON line
     `{"answer"}` or `{"error"}`: asking methods only (the child runs untrusted code)."""
     try:
@@ -287,8 +287,8 @@ del _method
 
 
 def _child() -> None:
-    from trainer.env.context import install_thinkingbox_shim
-    from trainer.env.testcode import CompiledFile, exec_source, resolve_test_code
+    from trainer.env.grading.tb_shim import install_thinkingbox_shim
+    from trainer.env.grading.testcode import CompiledFile, exec_source, resolve_test_code
 
     proto = os.fdopen(os.dup(1), "w")
     sys.stdout = sys.stderr  # the test's prints must not corrupt the protocol

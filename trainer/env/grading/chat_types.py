@@ -11,7 +11,7 @@ The framework records an episode as a list of typed messages (TASK_FORMAT.md §7
 `TestContext.messages` holds these and `TestContext.tool_calls` holds `ToolCallResponse`s, so a
 test written for the framework (`isinstance(m, Text)`, `x.tool_calls[0].tool_response.content`)
 means the same here; test files import the names from `thinkingbox.common.chat_types`
-(`trainer.env.tb_shim`). Shapes follow the framework's models: keyword construction with the
+(`trainer.env.grading.tb_shim`). Shapes follow the framework's models: keyword construction with the
 same defaults, unknown keywords ignored, `T` naming the type when serialized. They are plain
 dataclasses, so `dataclasses.asdict` serializes them and `as_messages` reads them back.
 """

@@ -23,8 +23,9 @@ from typing import Any
 
 import yaml
 
-from trainer.env import yamlio
+from trainer.env.taskformat import yamlio
 from trainer.env.errors import TaskFormatError
+from trainer.env.grading.testcode import TEST_FN_NAME  # noqa: F401  (re-exported)
 
 # The closed set of keys a test may set (TASK_FORMAT.md §3).
 TEST_KEYS = frozenset(
@@ -43,7 +44,6 @@ TEST_KEYS = frozenset(
 )
 # YAML test files carry these besides the test keys.
 YAML_TEST_EXTRA_KEYS = frozenset({"uid", "test_code", "metadata"})
-TEST_FN_NAME = "__tb_test_fn"
 
 
 @dataclass

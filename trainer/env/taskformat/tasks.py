@@ -4,7 +4,7 @@ A dataset is a folder:
 
     DATASET/agent/<name>.yaml       system prompt + builtin tools
     DATASET/scenario/<name>.yaml    world_state (per-server init config) + the agent's tool list
-    DATASET/test_case/**.py|.yaml   tests (see `trainer.env.testfile`)
+    DATASET/test_case/**.py|.yaml   tests (see `trainer.env.taskformat.testfile`)
 
 `load_dataset(root)` reads everything, collecting every error (file, line, key) instead of
 stopping at the first; `load_dataset(root, strict=True)` raises `DatasetError` with all of them.
@@ -24,11 +24,11 @@ from typing import Any, Callable
 
 import yaml
 
-from trainer.env import yamlio
-from trainer.env.context import install_thinkingbox_shim
+from trainer.env.taskformat import yamlio
+from trainer.env.grading.tb_shim import install_thinkingbox_shim
 from trainer.env.errors import DatasetError, TaskFormatError
-from trainer.env.testcode import CompiledFile, exec_source, failure_line, resolve_test_code  # noqa: F401  (failure_line, resolve_test_code: re-exported)
-from trainer.env.testfile import RawTest, parse_test_file
+from trainer.env.grading.testcode import CompiledFile, exec_source, failure_line, resolve_test_code  # noqa: F401  (failure_line, resolve_test_code: re-exported)
+from trainer.env.taskformat.testfile import RawTest, parse_test_file
 
 DEFAULT_MAX_USER_SIM_TURNS = 10
 TOOL_KEYS = frozenset({"name", "override_description", "override_arg_description",

@@ -1,10 +1,10 @@
 """What a ThinkingBox test function receives: `TestContext` and `Judge` (TASK_FORMAT.md §3).
 
 `Judge` (the framework's API: `text_yesno`, `evaluate_bool`, `yesno`, `compare_yesno`, ...) is
-defined in `trainer.env.judge` and named here too.
+defined in `trainer.env.grading.judge` and named here too.
 
 `TestContext` presents the episode the way the framework's does: `messages` are typed chat
-messages (`Text`, `ParallelToolCall`, `ToolResponse`, from `trainer.env.chat_types`) and
+messages (`Text`, `ParallelToolCall`, `ToolResponse`, from `trainer.env.grading.chat_types`) and
 `tool_calls` are `ToolCallResponse`s whose `tool_response` is a `ToolResponse`, so a test written
 for the framework (`isinstance(m, Text)`, `call.tool_response.content`) reads the same here.
 Callers may pass OpenAI-style chat dicts or serialized messages; they are converted on
@@ -12,7 +12,7 @@ construction.
 
 Test files import these from the framework (`from thinkingbox.common import Judge, TestContext`,
 `from thinkingbox.common.chat_types import Text`, ...). When the `thinkingbox` package is not
-installed, `install_thinkingbox_shim()` makes those imports resolve to ours (`trainer.env.tb_shim`
+installed, `trainer.env.grading.tb_shim.install_thinkingbox_shim()` makes those imports resolve to ours (`trainer.env.grading.tb_shim`
 lists what it provides), so such files load unchanged; an installed package is never shadowed.
 """
 
@@ -21,8 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainer.env.chat_types import MessageT, Text, ToolCall, ToolCallResponse, as_messages
-from trainer.env.judge import Judge, JudgeUnavailable  # the judge API lives with its prompts and parser
+from trainer.env.grading.chat_types import MessageT, Text, ToolCall, ToolCallResponse, as_messages
+from trainer.env.grading.judge import Judge, JudgeUnavailable  # the judge API lives with its prompts and parser
 
 ToolCallRecord = ToolCallResponse  # our older name: a call and what the tool answered
 
@@ -71,11 +71,4 @@ class TestContext:
         return "\n".join(turns)
 
 
-def install_thinkingbox_shim() -> None:
-    """Let test files import `thinkingbox.common` (and its submodules) without the package."""
-    from trainer.env import tb_shim  # imported here: tb_shim builds its modules from this one
-
-    tb_shim.install()
-
-
-__all__ = ["Judge", "JudgeUnavailable", "TestContext", "ToolCall", "ToolCallRecord", "install_thinkingbox_shim"]
+__all__ = ["Judge", "JudgeUnavailable", "TestContext", "ToolCall", "ToolCallRecord"]

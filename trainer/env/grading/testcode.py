@@ -8,10 +8,10 @@ import types
 from pathlib import Path
 from typing import Any, Callable
 
-from trainer.env.context import install_thinkingbox_shim
 from trainer.env.errors import TaskFormatError
-from trainer.env.tb_shim import import_error_message
-from trainer.env.testfile import TEST_FN_NAME
+from trainer.env.grading.tb_shim import import_error_message, install_thinkingbox_shim
+
+TEST_FN_NAME = "__tb_test_fn"  # the function a YAML test file's `test_code` is wrapped in
 
 
 class CompiledFile:

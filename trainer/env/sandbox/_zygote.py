@@ -1,4 +1,4 @@
-"""The template process of a `start: fork` server (see trainer/env/forkserver.py). Stdlib only: it
+"""The template process of a `start: fork` server (see trainer/env/sandbox/forkserver.py). Stdlib only: it
 runs under the server's own interpreter (`{python}`), which may not have this project installed.
 
     PYTHON _zygote.py SCRIPT.py ARGS...      # as `PYTHON SCRIPT.py ARGS...` would run

@@ -8,14 +8,14 @@ the extras become `init_result[server]`). The agent's view is the scenario's too
 `effects()` returns `{server: dict}` from `__reserved__geteffects`; closing calls
 `__reserved__teardown` (errors only logged) and always releases the connection. A scenario's
 `search_policy` tools may be served by the sandbox itself from an embedded index over the world
-state's `sources` (the registry's `kb_search` mode; trainer/env/kb_search.py).
+state's `sources` (the registry's `kb_search` mode; trainer/env/sandbox/kb_search.py).
 
 Two kinds of failure, never confused:
 - the agent's mistakes (unknown tool, bad arguments) come back as text, and the episode goes on;
 - infrastructure faults (crash, hang, unreachable, init rejected, effects not JSON) raise
   `SandboxError`, a system error naming the server, the stage and the cause.
 
-Servers are found in a `ServerRegistry` (trainer/env/servers.py): a ThinkingBox `servers.yaml`
+Servers are found in a `ServerRegistry` (trainer/env/sandbox/servers.py): a ThinkingBox `servers.yaml`
 (`use_internal_servers: BOOL`, `servers: {name: {type: mcp-process, command, env, cwd[, start:
 spawn | fork | reuse, preload, proof_rate]} |
 {type: mcp-remote, endpoint, transport: streamable-http | sse, headers}}`), plus ours:
@@ -36,7 +36,7 @@ timeout, so a session may wait on the agent for as long as it likes between call
 A process server's `start:` (ours; default `spawn`, a fresh process per session) may be `fork`
 (each session's process forked from a template that did the server's imports) or `reuse` (one
 process serves sessions in turn), each proven against a spawned process before use and dropped
-back to spawning when the proof fails: see trainer/env/forkserver.py and `prove_start`.
+back to spawning when the proof fails: see trainer/env/sandbox/forkserver.py and `prove_start`.
 
 The direct in-process path: when an in-process server offers `direct_tools()` and
 `direct_call(name, arguments)` (our domains' `DomainServer`), the connection calls them instead of
@@ -64,12 +64,12 @@ from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, CallToolResult
 
-from trainer.env import kb_search
+from trainer.env.sandbox import kb_search
 from trainer.env.errors import SandboxError, TaskFormatError  # noqa: F401  (SandboxError: re-exported)
-from trainer.env.forkserver import (ProcessStarts, ReusedProcess, Template, TemplateError,
+from trainer.env.sandbox.forkserver import (ProcessStarts, ReusedProcess, Template, TemplateError,
                                     differing_keys, forked_stdio)
-from trainer.env.servers import REMOTE_TRANSPORTS, ServerRegistry, ServerSpec  # noqa: F401  (re-exported)
-from trainer.env.tasks import Agent, Task, tool_list
+from trainer.env.sandbox.servers import REMOTE_TRANSPORTS, ServerRegistry, ServerSpec  # noqa: F401  (re-exported)
+from trainer.env.taskformat.tasks import Agent, Task, tool_list
 
 log = logging.getLogger(__name__)
 

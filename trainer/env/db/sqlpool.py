@@ -1,14 +1,19 @@
-"""Idle SQLite session connections kept for reuse (the backend's pool; trainer/env/backend.py)."""
+"""Idle SQLite session connections kept for reuse (the backend's pool; trainer/env/db/backend.py)."""
 
 from __future__ import annotations
 
 import sqlite3
 import threading
 from collections import OrderedDict
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from trainer.env.backend import Snapshot
+
+class Snapshot(Protocol):
+    """What the pool needs of a snapshot (trainer/env/db/backend.py's `Snapshot`): its database
+    bytes and the list of idle connections at its state."""
+
+    data: bytes
+    idle_connections: list[sqlite3.Connection]
 
 
 class ConnectionPool:
@@ -34,8 +39,8 @@ class ConnectionPool:
 
     def take(self, snapshot: Snapshot) -> sqlite3.Connection | None:
         with self._lock:
-            while snapshot._idle:
-                conn = snapshot._idle.pop()
+            while snapshot.idle_connections:
+                conn = snapshot.idle_connections.pop()
                 if self._idle.pop(id(conn), None) is not None:
                     self._bytes -= len(snapshot.data)
                     self.reused += 1
@@ -47,12 +52,12 @@ class ConnectionPool:
         size = len(snapshot.data)
         evicted = []
         with self._lock:
-            snapshot._idle.append(conn)
+            snapshot.idle_connections.append(conn)
             self._idle[id(conn)] = (snapshot, conn)
             self._bytes += size
             while self._bytes > self.budget_bytes and self._idle:
                 _, (snap, old) = self._idle.popitem(last=False)
-                snap._idle.remove(old)
+                snap.idle_connections.remove(old)
                 self._bytes -= len(snap.data)
                 evicted.append(old)
         for old in evicted:
@@ -62,7 +67,7 @@ class ConnectionPool:
         with self._lock:
             items, self._idle, self._bytes = list(self._idle.values()), OrderedDict(), 0
             for snap, _ in items:
-                snap._idle.clear()
+                snap.idle_connections.clear()
         for _, conn in items:
             conn.close()
 
@@ -71,4 +76,4 @@ class ConnectionPool:
         return len(self._idle)
 
 
-__all__ = ["ConnectionPool"]
+__all__ = ["ConnectionPool", "Snapshot"]

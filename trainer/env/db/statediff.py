@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Mapping
 
-from trainer.env.backend import DbState, TableDump, _row_key
+from trainer.env.db.backend import DbState, TableDump, row_key
 
 
 def _row_changes(result: Mapping[str, list[dict]], golden: Mapping[str, list[dict]]):
@@ -21,7 +21,7 @@ def _row_changes(result: Mapping[str, list[dict]], golden: Mapping[str, list[dic
         a, b = result.get(t) or [], golden.get(t) or []
         if a == b:
             continue
-        ka, kb = [_row_key(r) for r in a], [_row_key(r) for r in b]
+        ka, kb = [row_key(r) for r in a], [row_key(r) for r in b]
         if ka == kb:  # same rows, some fields differ: compare in step (the common case, fast)
             for rid, x, y in zip(ka, a, b):
                 if x != y:

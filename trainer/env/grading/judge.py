@@ -46,7 +46,7 @@ from typing import Any
 
 import httpx
 
-from trainer.env.chat_types import Message, Text, as_messages
+from trainer.env.grading.chat_types import Message, Text, as_messages
 
 log = logging.getLogger(__name__)
 

@@ -7,10 +7,10 @@ for these module names with modules made of our objects:
     thinkingbox.common               Judge, TestContext, SessionClientFixture (a stand-in)
     thinkingbox.common.chat_types    Message, Text, ToolCall, ParallelToolCall, ToolResponse,
                                      MessageT, ToolCallResponse, TextMessageTag, TestContext
-    thinkingbox.common.judge         Judge, JudgeException, safe_tag_encode (trainer.env.judge's;
+    thinkingbox.common.judge         Judge, JudgeException, safe_tag_encode (trainer.env.grading.judge's;
                                      JudgeException is our JudgeUnavailable)
 
-The names are ours, not copies: `thinkingbox.common.chat_types.Text is trainer.env.chat_types.Text`,
+The names are ours, not copies: `thinkingbox.common.chat_types.Text is trainer.env.grading.chat_types.Text`,
 so a test's `isinstance(m, Text)` holds for the messages of our `TestContext`. Every other
 `thinkingbox.*` name is missing, as from a partial install: the import fails, and
 `import_error_message` says what was missing and what the shim offers instead. When the real
@@ -27,9 +27,9 @@ import sys
 import types
 from typing import Any
 
-from trainer.env import chat_types
-from trainer.env.context import TestContext
-from trainer.env.judge import Judge, JudgeUnavailable, safe_tag_encode
+from trainer.env.grading import chat_types
+from trainer.env.grading.context import TestContext
+from trainer.env.grading.judge import Judge, JudgeUnavailable, safe_tag_encode
 
 
 class SessionClientFixture:
@@ -66,7 +66,7 @@ class _ShimFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         if fullname not in MODULES:
             return None
         # a package gets an empty __path__: its submodules come from this finder, never from disk
-        return importlib.machinery.ModuleSpec(fullname, self, origin="trainer.env.tb_shim",
+        return importlib.machinery.ModuleSpec(fullname, self, origin="trainer.env.grading.tb_shim",
                                               is_package=bool(_submodules(fullname)))
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> None:
@@ -100,6 +100,9 @@ def install() -> None:
     sys.meta_path.insert(0, _FINDER)
 
 
+install_thinkingbox_shim = install  # the name the loaders and graders call it by
+
+
 _CANNOT_IMPORT = re.compile(r"cannot import name '([^']+)'")
 
 
@@ -121,4 +124,4 @@ def import_error_message(e: ImportError) -> str:
     return f"{msg} ({offer}; install the thinkingbox package for the rest)" if shim else msg
 
 
-__all__ = ["MODULES", "SessionClientFixture", "active", "import_error_message", "install", "safe_tag_encode"]
+__all__ = ["MODULES", "SessionClientFixture", "active", "import_error_message", "install", "install_thinkingbox_shim", "safe_tag_encode"]

@@ -42,7 +42,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from trainer.env.cache import ComputeCache
+from trainer.env.db.cache import ComputeCache
 from trainer.env.errors import TaskFormatError
 
 MODES = ("auto", "embedded", "server")

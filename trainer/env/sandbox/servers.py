@@ -2,7 +2,7 @@
 read into `ServerSpec`s, and the `ServerRegistry` a sandbox asks by name.
 
 Entry types: `mcp-process` (a command started per session over stdio; `start: spawn | fork |
-reuse`, see trainer/env/forkserver.py), `mcp-remote` (an endpoint over streamable HTTP or SSE),
+reuse`, see trainer/env/sandbox/forkserver.py), `mcp-remote` (an endpoint over streamable HTTP or SSE),
 and ours, `in-process` (`factory: module:callable`). The internal servers (our domains) are handed
 in by the caller as `domains`: env imports nothing above it.
 """
@@ -20,11 +20,11 @@ from typing import Any, Literal
 
 import yaml
 
-from trainer.env import kb_search as kb
-from trainer.env import yamlio
-from trainer.env.cache import ComputeCache
+from trainer.env.sandbox import kb_search as kb
+from trainer.env.taskformat import yamlio
+from trainer.env.db.cache import ComputeCache
 from trainer.env.errors import SandboxError, TaskFormatError
-from trainer.env.forkserver import START_MODES, ProcessStarts
+from trainer.env.sandbox.forkserver import START_MODES, ProcessStarts
 
 REMOTE_TRANSPORTS = {"streamable-http": "streamable-http", "http": "streamable-http", "sse": "sse"}
 
@@ -44,7 +44,7 @@ class ServerSpec:
     headers: dict[str, str] = field(default_factory=dict)  # mcp-remote: sent with every request
     mode: str = "legacy"  # external servers: "legacy" (initialize, 2025-11-25; the reference generation) or "auto"
     direct: bool = True  # in-process: call the server's `direct_call` when it has one; False forces mcp.Client
-    start: str = "spawn"  # mcp-process: "spawn" (a process per session), "fork" or "reuse" (trainer/env/forkserver.py)
+    start: str = "spawn"  # mcp-process: "spawn" (a process per session), "fork" or "reuse" (trainer/env/sandbox/forkserver.py)
     proof_rate: float = 0.0  # mcp-process, start: fork / reuse: share of later sessions proven again (the first always is)
     preload: list[str] = field(default_factory=list)  # mcp-process, start: fork: more modules for the template
 
@@ -162,7 +162,7 @@ class ServerRegistry:
         self.domains = dict(domains or {})
         # False: only the declared servers exist (no fallback to the domains by name)
         self.use_internal_servers = use_internal_servers
-        # which `search_policy` tools the sandbox serves from an embedded index (trainer/env/kb_search.py)
+        # which `search_policy` tools the sandbox serves from an embedded index (trainer/env/sandbox/kb_search.py)
         self.kb_search = kb.check_mode(kb_search)
         self.kb_indexes = ComputeCache(maxsize=64)  # one index per distinct set of sources
         self.starts = ProcessStarts()  # templates, idle processes, proofs, statistics (start: fork / reuse)
@@ -187,7 +187,7 @@ class ServerRegistry:
         else from the current directory (the reference's reading). `use_internal_servers` (a bool,
         default true, as in the reference) says whether names not declared here fall back to
         `domains`; `kb_search` (ours: auto, embedded or server) says which `search_policy` tools
-        the sandbox serves itself (trainer/env/kb_search.py); other top-level keys are ignored.
+        the sandbox serves itself (trainer/env/sandbox/kb_search.py); other top-level keys are ignored.
         Any problem with the file is a `TaskFormatError` naming it, the line and the entry
         (`servers.NAME`)."""
         path = Path(path)

@@ -20,7 +20,7 @@ fragments included), so effects on a 5k-row database after one write read one ro
 the same snapshot are diffed on the rows either one wrote. Tables without an `id` fall back to
 an authorizer that notes write statements, and are re-read whole.
 
-Diffs of two states (what explains a failed check) are in trainer/env/statediff.py.
+Diffs of two states (what explains a failed check) are in trainer/env/db/statediff.py.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Callable, Iterable, Mapping
 
-from trainer.env.sqlpool import ConnectionPool
+from trainer.env.db.sqlpool import ConnectionPool
 
 State = dict[str, list[dict[str, Any]]]
 _SEP = (",", ":")
@@ -81,14 +81,14 @@ def state_hash(stable_state: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical_json(stable_state).encode("utf-8")).hexdigest()
 
 
-def _row_key(row: Mapping[str, Any]) -> str:
+def row_key(row: Mapping[str, Any]) -> str:
     return str(row["id"]) if "id" in row else canonical_json(row)
 
 
 def canonical_rows(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Rows with canonical values, sorted by `str(id)`."""
     out = [{k: canonical_value(v) for k, v in r.items()} for r in rows]
-    out.sort(key=_row_key)
+    out.sort(key=row_key)
     return out
 
 
@@ -144,7 +144,7 @@ class TableDump:
     @cached_property
     def keys(self) -> list[str]:
         """Each row's key (`str(id)`), in row order."""
-        return [_row_key(r) for r in self.rows]
+        return [row_key(r) for r in self.rows]
 
     @cached_property
     def index(self) -> dict[str, int] | None:
@@ -177,11 +177,11 @@ def _canonical_sql(col: str) -> str:
             f"WHEN 'blob' THEN lower(hex({q})) ELSE {q} END")
 
 
-def _dump_table(conn: sqlite3.Connection, info: TableInfo, drop: frozenset[str]) -> TableDump:
+def dump_table(conn: sqlite3.Connection, info: TableInfo, drop: frozenset[str]) -> TableDump:
     cols = info.columns
     rows = [dict(zip(cols, r)) for r in conn.execute(info.select_sql)]
-    if "id" not in cols:  # no id: order by each row's canonical spelling, in Python (`_row_key`)
-        rows.sort(key=_row_key)
+    if "id" not in cols:  # no id: order by each row's canonical spelling, in Python (`row_key`)
+        rows.sort(key=row_key)
     stable = [{k: v for k, v in r.items() if k not in drop} for r in rows] if drop else rows
     return TableDump(info.name, rows, stable, canonical_json(stable))
 
@@ -353,7 +353,7 @@ class Snapshot:
         self._patched = frozenset(_patched)
         self._dumps: dict[str, TableDump] = {}
         self._lock = threading.Lock()
-        self._idle: list[sqlite3.Connection] = []  # pooled connections at this state (see POOL)
+        self.idle_connections: list[sqlite3.Connection] = []  # pooled connections at this state (see POOL)
 
     @classmethod
     def from_connection(cls, conn: sqlite3.Connection,
@@ -394,7 +394,7 @@ class Snapshot:
                 if dump is None:
                     conn = self._connect()
                     try:
-                        dump = self._dumps[table] = _dump_table(conn, self.tables[table], self.drop_fields(table))
+                        dump = self._dumps[table] = dump_table(conn, self.tables[table], self.drop_fields(table))
                     finally:
                         conn.close()
         return dump
@@ -513,7 +513,7 @@ class Database:
                 continue
             drop = snap.drop_fields(t)
             dump = _dump_changed(self.conn, info, snap.seed_dump(t), drop) if "id" in info.columns else None
-            out[t] = dump if dump is not None else _dump_table(self.conn, info, drop)
+            out[t] = dump if dump is not None else dump_table(self.conn, info, drop)
         return DbState(out)
 
     def close(self) -> None:
@@ -541,6 +541,6 @@ class Database:
 __all__ = [
     "CHANGE_LOG", "POOL", "ConnectionPool", "Database", "DbState", "PatchError", "Snapshot",
     "State", "TableDump",
-    "canonical_json", "canonical_rows", "canonical_state", "canonical_value",
+    "canonical_json", "canonical_rows", "canonical_state", "canonical_value", "row_key",
     "insert_row", "quote_ident", "stable_state", "state_hash",
 ]

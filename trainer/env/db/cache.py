@@ -11,7 +11,7 @@ import threading
 from collections import OrderedDict
 from typing import Any, Callable
 
-from trainer.env.backend import canonical_json
+from trainer.env.db.backend import canonical_json
 
 
 def golden_key(*parts: Any) -> str:

@@ -349,7 +349,7 @@ def test_pool_is_bounded_by_bytes_and_evicts_the_oldest():
     conns = [s1._connect(), s1._connect(), s2._connect()]
     for c, s in zip(conns, (s1, s1, s2)):
         pool.give(s, c)
-    assert pool.idle == 2 and s1._idle == [conns[1]] and s2._idle == [conns[2]]
+    assert pool.idle == 2 and s1.idle_connections == [conns[1]] and s2.idle_connections == [conns[2]]
     with pytest.raises(sqlite3.ProgrammingError):  # the oldest was closed
         conns[0].execute("SELECT 1")
     assert pool.take(s2) is conns[2] and pool.take(s2) is None and pool.idle == 1

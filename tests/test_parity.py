@@ -15,11 +15,12 @@ from typer.testing import CliRunner
 
 from trainer.core import parity as P
 from trainer.core import tb_interpret as ti
+from trainer.parity_cli import parity_command
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = json.loads((Path(__file__).parent / "conformance" / "corpus.json").read_text())
 app = typer.Typer()
-app.command()(P.parity_command)
+app.command()(parity_command)
 runner = CliRunner()
 TOKDIR = P.default_tokenizer()
 TOK = P.load_tokenizer(TOKDIR)

@@ -24,12 +24,12 @@ from rich.console import Console
 from rich.table import Table
 
 from trainer.checkpoint_cli import checkpoint_app
-from trainer.core.parity import parity_command
 from trainer.domains import DOMAINS
-from trainer.domains.serve import serve_domain_command
+from trainer.domains_cli import serve_domain_command
 from trainer.env.errors import DatasetError, TaskFormatError
 from trainer.env.taskformat.tasks import Dataset, load_dataset
 from trainer.eval_cli import aggregate_command, compare_command, eval_command
+from trainer.parity_cli import parity_command
 from trainer.probe_cli import probe_command, quickstart_command
 from trainer.report_cli import report_command
 from trainer.run_cli import run_command, show_command

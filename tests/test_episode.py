@@ -25,9 +25,10 @@ from trainer.env.taskformat.tasks import load_dataset
 from trainer.rollout import episode as episode_mod
 from trainer.rollout.episode import EpisodeConfig, EpisodeSetup, run_episode
 from trainer.rollout.http import EndpointError
-from trainer.rollout.policy import Generation, Policy, PolicyError, PolicySession, SpecError, make_policy
+from trainer.rollout.policy import Generation, Policy, PolicyError, PolicySession, SpecError
+from trainer.rollout.setup import make_policy, make_user
 from trainer.rollout.synthetic import ASK_TEXT, FINAL_TEXT, SyntheticJudge, SyntheticPolicy
-from trainer.rollout.user import DONT_KNOW, ScriptedUser, UserError, make_user
+from trainer.rollout.user import DONT_KNOW, ScriptedUser, UserError
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = load_dataset(ROOT / "data" / "samples", strict=True)
@@ -468,7 +469,7 @@ def test_text_without_its_think_block_is_reasoning_with_thinking_on_and_content_
 
 def test_token_budget_caps_each_turn_and_ends_the_episode():
     pol = ScriptedPolicy([call("find_member", **ADA)] * 4)
-    rec = play(FINE, pol, config=EpisodeConfig(max_total_tokens=25))
+    rec = play(FINE, pol, config=EpisodeConfig(max_episode_tokens=25))
     fine_not_removed(rec)  # a budget is the agent's outcome: graded
     assert rec.end_reason == "token_budget"
     assert [c.max_tokens for c in pol.chats] == [25, 15, 5]
@@ -492,7 +493,7 @@ def test_context_limit_when_the_conversation_reaches_the_models_context(where):
 
 
 def test_time_budget_is_checked_before_each_model_call_and_each_tool_call(monkeypatch):
-    config = EpisodeConfig(max_seconds=0.3)
+    config = EpisodeConfig(max_episode_seconds=0.3)
     # before a tool call: none of the slow turn's calls runs, and none is listed
     rec = play(FINE, ScriptedPolicy([Slow(0.5, calls(("find_member", ADA), ("adjust_fines", FIX)))]), config=config)
     fine_not_removed(rec)

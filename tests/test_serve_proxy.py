@@ -24,9 +24,8 @@ from trainer.domains import DOMAINS
 from trainer.env.sandbox.mcp_host import ServerRegistry
 from trainer.env.taskformat.tasks import load_dataset
 from trainer.rollout.episode import EpisodeConfig, EpisodeSetup, run_episode
-from trainer.rollout.policy import make_policy
+from trainer.rollout.setup import make_policy, make_user
 from trainer.rollout.synthetic import SyntheticJudge
-from trainer.rollout.user import make_user
 from trainer.serve.proxy import ProxyConfig, build_app
 
 ROOT = Path(__file__).resolve().parents[1]

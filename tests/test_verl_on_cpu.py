@@ -27,8 +27,9 @@ from trainer.env.sandbox.mcp_host import ServerRegistry
 from trainer.env.taskformat.tasks import load_dataset
 from trainer.rollout.episode import EpisodeConfig, EpisodeSetup, run_episode
 from trainer.rollout.policy import EpisodeInfo
+from trainer.rollout.runner import episode_seed
 from trainer.rollout.synthetic import SyntheticJudge, SyntheticPolicy
-from trainer.rollout.user import make_user
+from trainer.rollout.setup import make_user
 from trainer.verl.agent_loop import MemberSystemError, ThinkingBoxAgentLoop
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -163,13 +164,14 @@ def generated_runs(tokens: dict) -> list[list[int]]:
 def test_the_agent_loop_and_tbt_run_give_the_same_record():
     """One episode implementation: the same seeded synthetic episode through `run_episode` (what
     `tbt run` calls) and through the agent loop gives the same messages, tokens and verdict."""
-    seed = 11
+    run_seed = 11
     policy = SyntheticPolicy(p=0.5, tokenizer=TOK)
     setup = EpisodeSetup(ServerRegistry(domains=DOMAINS), DS.agent(), policy, make_user("scripted"), SyntheticJudge(),
                          {"kind": "synthetic"}, EpisodeConfig(max_response_tokens=RESPONSE_LENGTH))
     for uid in (WRITE_TASK, "toy_loans.py:test_checkout_book"):
+        seed = episode_seed(run_seed, uid, 0)  # how tbt run and the loop derive it (the row pins the run seed)
         direct = run(run_episode(DS.tasks[uid], setup, seed=seed))
-        out = run(agent_loop(SyntheticServer(p=0.5, seed=seed)).run(dict(SAMPLING), **row(uid, seed=seed)))
+        out = run(agent_loop(SyntheticServer(p=0.5, seed=seed)).run(dict(SAMPLING), **row(uid, seed=run_seed)))
         via = out.extra_fields["tb_record"]
         said = [m for m in direct.messages if m["role"] != "tool"]  # tool results carry wall-clock stamps
         assert said == [m for m in via["messages"] if m["role"] != "tool"]
@@ -250,7 +252,7 @@ def test_a_member_hit_by_a_backend_timeout_is_rerun_and_its_7_siblings_kept():
 
 
 def test_a_member_that_keeps_failing_fails_its_group():
-    loop = agent_loop(SyntheticServer(p=1.0, seed=0), domains=f"{__name__}:FLAKY_ALWAYS", member_retries=1,
+    loop = agent_loop(SyntheticServer(p=1.0, seed=0), domains=f"{__name__}:FLAKY_ALWAYS", retries=1,
                       call_timeout=30.2)
     with pytest.raises(MemberSystemError, match="system error in all 2 attempts.*backend did not answer"):
         run(loop.run(dict(SAMPLING), **row(WRITE_TASK)))

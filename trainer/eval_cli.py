@@ -13,9 +13,9 @@ from typing import Annotated, Any, Optional
 import typer
 
 from trainer.run_cli import (
-    POLICY_HELP, AgentOpt, CallTimeoutOpt, ConcurrencyOpt, FamilyOpt, JudgeOpt,
-    MaxContextOpt, MaxSecondsOpt, MaxTokensTotalOpt, ProgressOpt, PythonOpt, RetriesOpt,
-    StripSourcesOpt, ThinkingOpt, UseRayOpt, UserOpt, _fail, _play, _report, _spec
+    POLICY_HELP, AgentOpt, CallTimeoutOpt, ConcurrencyOpt, FamilyOpt, JudgeOpt, MaxContextOpt,
+    MaxSecondsOpt, MaxTokensTotalOpt, ProgressOpt, PythonOpt, RetriesOpt, SamplingOpt, SpecOptions,
+    StripSourcesOpt, ThinkingOpt, UseRayOpt, UserOpt, fail, play, report
 )
 
 PROFILE_HELP = ("full: every task × repetition scored exactly once, no system error left, else refuse "
@@ -32,7 +32,7 @@ def _prices(prices: Path | None, price_model: list[str] | None):
     try:
         return (load_prices(prices) if prices else None), parse_price_models(price_model)
     except PriceError as e:
-        _fail(f"error: {e}")
+        fail(f"error: {e}")
 
 
 def _aggregate(paths: list[Path], expected, *, profile: str, prices, price_models, label, output: Path,
@@ -44,7 +44,7 @@ def _aggregate(paths: list[Path], expected, *, profile: str, prices, price_model
     try:
         read = read_attempts(paths)
     except AttemptError as e:
-        _fail(f"error: {e}")
+        fail(f"error: {e}")
     for where in read.torn:
         typer.echo(f"skipped  {where}: a cut-off last line (a write interrupted by a crash)", err=True)
     try:
@@ -136,6 +136,7 @@ def eval_command(
     max_seconds: MaxSecondsOpt = None,
     max_context: MaxContextOpt = None,
     call_timeout: CallTimeoutOpt = 30.0,
+    sampling: SamplingOpt = None,
     use_ray: UseRayOpt = False,
     progress: ProgressOpt = True,
 ) -> None:
@@ -145,7 +146,9 @@ def eval_command(
     --errors-output and are re-run, never scored), then checks coverage (--coverage-profile full:
     every task × repetition scored exactly once, else exit 1 naming each gap) and writes
     --aggregate-output: per task n and c, pass@1 with Jeffreys and bootstrap intervals, pass@k,
-    observed k/k, pass^k, per domain and tag, and cost with --prices. docs/evaluation.md.
+    observed k/k, pass^k, per domain and tag, and cost with --prices. The policy samples as
+    training does (configs/sampling.yaml: temperature, top_k, top_p, max tokens per turn) unless
+    --sampling or its spec's options say otherwise. docs/evaluation.md.
 
     \b
     Examples:
@@ -153,16 +156,18 @@ def eval_command(
       tbt eval data/samples --test-list data/samples/lists/toy.yaml --policy synthetic:p=0.9 -n 4 -o cand.jsonl --aggregate-output cand.agg.json --prices data/prices.example.yaml --price-model agent=Qwen/Qwen3-8B
     """
     from trainer.eval.aggregate import expected_from_tasks
-    from trainer.rollout.runner import default_errors_path
+    from trainer.rollout.runner import RunPlan, default_errors_path
     from trainer.rollout.setup import load_run_dataset
 
     _profile(coverage_profile)
     price_table, price_models = _prices(prices, price_model)
-    spec = _spec(dataset, policy, test_list, user, judge, servers, python, family, thinking, agent,
-                 max_tokens_total, max_seconds, max_context, call_timeout, False, strip_sources)
-    result, n_tasks = _play(spec, repeat=repeat, output=output, errors_output=errors_output, concurrency=concurrency,
-                            retries=retries, seed=seed, progress=progress, use_ray=use_ray)
-    _report(result, n_tasks, repeat, output, exit_on_unresolved=False)
+    spec = SpecOptions(dataset, policy, test_list, user=user, judge=judge, servers=servers, python=python, family=family,
+                       thinking=thinking, agent=agent, max_episode_tokens=max_tokens_total,
+                       max_episode_seconds=max_seconds, max_context=max_context, call_timeout=call_timeout,
+                       strip_sources=strip_sources, sampling=sampling).to_spec()
+    result = play(spec, RunPlan(output=output, repeat=repeat, errors_output=errors_output, concurrency=concurrency,
+                                retries=retries, seed=seed, progress=progress, use_ray=use_ray))
+    report(result, repeat, output, exit_on_unresolved=False)
     errors_output = errors_output or default_errors_path(output)
     expected = expected_from_tasks(list(load_run_dataset(spec).tasks.values()), repeat, str(test_list or dataset))
     paths = [p for p in (output, errors_output) if p.exists()]
@@ -174,7 +179,7 @@ def _profile(profile: str) -> None:
     from trainer.eval.coverage import PROFILES
 
     if profile not in PROFILES:
-        _fail(f"error: --coverage-profile {profile!r}: expected one of {', '.join(PROFILES)}")
+        fail(f"error: --coverage-profile {profile!r}: expected one of {', '.join(PROFILES)}")
 
 
 def aggregate_command(
@@ -227,10 +232,10 @@ def _dataset_expected(dataset: Path, test_list: Path | None, repeat: int | None)
     try:
         ds = load_dataset(dataset, test_list=test_list)
     except DatasetError as e:
-        _fail(*(f"error: {x}" for x in e.errors))
+        fail(*(f"error: {x}" for x in e.errors))
     bad = [e for e in ds.errors if test_list is not None and Path(e.file) == test_list]
     if bad:
-        _fail(*(f"error: --test-list {e}" for e in bad))
+        fail(*(f"error: --test-list {e}" for e in bad))
     return expected_from_tasks(list(ds.tasks.values()), repeat, str(test_list or dataset))
 
 
@@ -239,7 +244,7 @@ def _list_uids(test_list: Path) -> list[str]:
 
     entries, errors = read_test_list(test_list)
     if errors:
-        _fail(*(f"error: --test-list {e}" for e in errors))
+        fail(*(f"error: --test-list {e}" for e in errors))
     return list(dict.fromkeys(f"{Path(f).name}:{t}" for f, t, _ in entries))
 
 
@@ -267,7 +272,7 @@ def compare_command(
     try:
         a, b = read_agg(base), read_agg(candidate)
     except ValueError as e:
-        _fail(f"error: {e}")
+        fail(f"error: {e}")
     cmp = compare(a, b, resamples=bootstrap, seed=seed)
     if as_json:
         print(json.dumps(cmp, ensure_ascii=False))

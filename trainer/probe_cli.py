@@ -15,8 +15,8 @@ from typing import Annotated, Optional
 import typer
 
 from trainer.run_cli import (
-    POLICY_HELP, ConcurrencyOpt, JudgeOpt, ProgressOpt, PythonOpt, UserOpt,
-    _play, _report, _spec, err, out
+    POLICY_HELP, ConcurrencyOpt, JudgeOpt, ProgressOpt, PythonOpt, SamplingOpt, SpecOptions, UserOpt, err, out,
+    play, report
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,6 +44,7 @@ def probe_command(
     family: Annotated[str, typer.Option("--family", help="Model family: hermes or xml.")] = "hermes",
     concurrency: ConcurrencyOpt = 8,
     seed: Annotated[int, typer.Option("--seed", help="Run seed.")] = 0,
+    sampling: SamplingOpt = None,
     use_ray: Annotated[bool, typer.Option("--ray", help="Spread episodes over a Ray cluster.")] = False,
     progress: ProgressOpt = True,
 ) -> None:
@@ -58,18 +59,22 @@ def probe_command(
       tbt probe data/samples --policy synthetic --n 8 --output probes.jsonl
       tbt probe data/samples --test-list data/samples/lists/toy.yaml --policy synthetic:p=0.4 --screen-policy synthetic:p=0.9 --screen-n 2 -o probes.jsonl
     """
+    from trainer.rollout.runner import RunPlan
+
+    def spec_of(p: str):
+        return SpecOptions(dataset, p, test_list, user=user, judge=judge, servers=servers, python=python,
+                           family=family, sampling=sampling).to_spec()
+
     only = None
     if screen_policy is not None:
-        sspec = _spec(dataset, screen_policy, test_list, user, judge, servers, python, family, True, None)
         sout = screen_path(output)
-        result, n_tasks = _play(sspec, repeat=screen_n, output=sout, concurrency=concurrency, seed=seed,
-                                progress=progress, use_ray=use_ray)
-        _report(result, n_tasks, screen_n, sout, exit_on_unresolved=False)
-        only = _screened(sout, output.with_name(output.stem + ".screen.json"))
-    spec = _spec(dataset, policy, test_list, user, judge, servers, python, family, True, None)
-    result, n_tasks = _play(spec, repeat=n, output=output, concurrency=concurrency, seed=seed, progress=progress,
-                            use_ray=use_ray, only=only)
-    _report(result, n_tasks, n, output)
+        result = play(spec_of(screen_policy), RunPlan(output=sout, repeat=screen_n, concurrency=concurrency, seed=seed,
+                                                      progress=progress, use_ray=use_ray))
+        report(result, screen_n, sout, exit_on_unresolved=False)
+        only = frozenset(_screened(sout, output.with_name(output.stem + ".screen.json")))
+    result = play(spec_of(policy), RunPlan(output=output, repeat=n, concurrency=concurrency, seed=seed,
+                                           progress=progress, use_ray=use_ray, only=only))
+    report(result, n, output)
 
 
 def _screened(records: Path, verdict_path: Path) -> set[str]:
@@ -118,10 +123,11 @@ def quickstart_command(
                   "or deviates at a per-task rate, writing Qwen-format turns through the real interpreter. Its "
                   "bands show the pipeline, not a model; pass --policy openai:URL#MODEL to probe a real one.",
                   markup=False, highlight=False)
+    from trainer.rollout.runner import RunPlan
+
     probes = out_dir / "probes.jsonl"
-    spec = _spec(dataset, policy, None, None, None, None, None, "hermes", True, None)
-    result, n_tasks = _play(spec, repeat=n, output=probes, progress=progress)
-    _report(result, n_tasks, n, probes)
+    result = play(SpecOptions(dataset, policy).to_spec(), RunPlan(output=probes, repeat=n, progress=progress))
+    report(result, n, probes)
     bands = Bands()
     try:
         res = prepare(PrepareConfig(probes=[probes], datasets=[dataset], out_dir=out_dir / "prepared", bands=bands,

@@ -6,16 +6,15 @@ Exit codes as the rest of `tbt`: 0 done, 1 episodes left unresolved by system er
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, NoReturn, Optional
 
 import typer
 from rich.console import Console
 
-from trainer.env.errors import DatasetError, TaskFormatError
 
 POLICY_HELP = """Policy spec. synthetic[:p=0.7,dist=uniform|bimodal|beta:A:B,map=FILE.yaml,seed=N,ask=BOOL,tokenizer=PATH]
 follows the golden actions, deviating with a per-task probability (writes Qwen model text);
@@ -46,15 +45,102 @@ MaxContextOpt = Annotated[Optional[int], typer.Option("--max-context", help="Bud
 CallTimeoutOpt = Annotated[float, typer.Option("--call-timeout", help="Seconds per tool call (past it: a system error).")]
 UseRayOpt = Annotated[bool, typer.Option("--ray", help="Spread episodes over a Ray cluster (also when RAY_ADDRESS is set).")]
 ProgressOpt = Annotated[bool, typer.Option("--progress/--no-progress", help="Show the progress bar.")]
+SamplingOpt = Annotated[Optional[Path], typer.Option("--sampling", exists=True, dir_okay=False, help=(
+    "Sampling config YAML (temperature, top_k, top_p, max_turn_tokens): the policy's defaults. "
+    "Default: configs/sampling.yaml, the one training samples with; a policy spec's options override."))]
 
 
 err = Console(stderr=True, soft_wrap=True)
 out = Console(soft_wrap=True)
 
 
-def _fail(msg: str) -> NoReturn:
+def fail(msg: str) -> NoReturn:
+    """One message on stderr, exit 2 (bad input)."""
     err.print(msg, markup=False, highlight=False)
     raise typer.Exit(2)
+
+
+@dataclass
+class SpecOptions:
+    """The options that say what a run is (shared by tbt run, probe, eval and quickstart): checked
+    and made into the `RunSpec` by `to_spec()` (exit 2 on a bad family, interpreter or sampling file)."""
+
+    dataset: Path
+    policy: str
+    test_list: Path | None = None
+    user: str | None = None
+    judge: str | None = None
+    servers: Path | None = None
+    python: str | None = None
+    family: str = "hermes"
+    thinking: bool = True
+    agent: str | None = None
+    max_episode_tokens: int | None = None
+    max_episode_seconds: float | None = None
+    max_context: int | None = None
+    call_timeout: float = 30.0
+    isolate_tests: bool = False
+    strip_sources: bool = False
+    sampling: Path | None = None  # default: configs/sampling.yaml
+
+    def to_spec(self):
+        from trainer.rollout.episode import EpisodeConfig
+        from trainer.rollout.sampling import SamplingError, load_sampling
+        from trainer.rollout.setup import RunSpec
+
+        if self.family not in ("hermes", "xml"):
+            fail(f"error: --family {self.family!r}: expected hermes or xml")
+        if self.python is not None and shutil.which(self.python) is None:
+            fail(f"error: --python {self.python}: no such executable")
+        try:
+            sampling = load_sampling(self.sampling)
+        except SamplingError as e:
+            fail(f"error: --sampling {e}")
+        default_servers = self.dataset / "servers.yaml"
+        servers = self.servers or (default_servers if default_servers.is_file() else None)
+        return RunSpec(dataset=str(self.dataset.resolve()), policy=self.policy,
+                       test_list=str(self.test_list.resolve()) if self.test_list else None, user=self.user,
+                       judge=self.judge, servers=str(servers.resolve()) if servers else None, python=self.python,
+                       family=self.family, thinking=self.thinking, agent=self.agent,  # type: ignore[arg-type]
+                       config=EpisodeConfig(max_episode_tokens=self.max_episode_tokens,
+                                            max_episode_seconds=self.max_episode_seconds, max_context=self.max_context,
+                                            call_timeout=self.call_timeout, isolate_tests=self.isolate_tests,
+                                            strip_sources=self.strip_sources),
+                       sampling=sampling)
+
+
+def play(spec, plan):
+    """`runner.run(spec, plan)` with its input errors made exit 2 and Ctrl-C exit 130."""
+    from trainer.env.errors import DatasetError, TaskFormatError
+    from trainer.rollout.policy import SpecError
+    from trainer.rollout.record import RecordFileError
+    from trainer.rollout.runner import run
+
+    try:
+        return run(spec, plan, notify=lambda line: err.print(f"error  {line}", markup=False, highlight=False))
+    except (DatasetError, TaskFormatError, SpecError, RecordFileError, KeyError) as e:
+        fail(f"error: {e}")
+    except KeyboardInterrupt:
+        err.print("interrupted: every finished episode is recorded; rerun the same command to resume")
+        raise typer.Exit(130)
+
+
+def report(result, repeat: int, output: Path, *, exit_on_unresolved: bool = True) -> None:
+    """The run's tally line, and its unresolved episodes (exit 1 unless told otherwise)."""
+    scored = result.written
+    rate = f"{result.passed / scored:.1%}" if scored else "-"
+    out.print(f"{result.tasks} task(s) × {repeat} = {result.planned} episode(s): {result.already} already recorded, "
+              f"{scored} written now (pass {rate}), {result.attempts_failed} system-error attempt(s), "
+              f"{len(result.unresolved)} unresolved, {result.seconds:.1f} s ({result.rate:.1f} episodes/s) → {output}",
+              markup=False, highlight=False)
+    if result.unresolved:
+        causes = Counter(c for _, _, c in result.unresolved)
+        for uid, rep, cause in result.unresolved[:20]:
+            err.print(f"unresolved  {uid} #{rep}: {cause}", markup=False, highlight=False)
+        if len(result.unresolved) > 20:
+            err.print(f"... and {len(result.unresolved) - 20} more ({len(causes)} distinct causes)")
+        if exit_on_unresolved:
+            raise typer.Exit(1)
 
 
 def run_command(
@@ -84,6 +170,7 @@ def run_command(
     max_context: MaxContextOpt = None,
     call_timeout: CallTimeoutOpt = 30.0,
     isolate: Annotated[bool, typer.Option("--isolate-tests", help="Run test functions in a subprocess.")] = False,
+    sampling: SamplingOpt = None,
     use_ray: UseRayOpt = False,
     ray_workers: Annotated[Optional[int], typer.Option("--ray-workers", min=1, help="Ray actors (default: the cluster's CPUs).")] = None,
     progress: ProgressOpt = True,
@@ -103,99 +190,15 @@ def run_command(
       tbt run data/samples --policy synthetic --repeat 2 --output r.jsonl
       tbt run data/samples --test-list data/samples/lists/toy.yaml --policy synthetic:dist=bimodal,seed=3 -n 4 -o probes.jsonl
     """
-    spec = _spec(dataset, policy, test_list, user, judge, servers, python, family, thinking, agent,
-                 max_tokens_total, max_seconds, max_context, call_timeout, isolate, strip_sources)
-    result, n_tasks = _play(spec, repeat=repeat, output=output, errors_output=errors_output, concurrency=concurrency,
-                            retries=retries, seed=seed, progress=progress, use_ray=use_ray, ray_workers=ray_workers)
-    _report(result, n_tasks, repeat, output)
+    from trainer.rollout.runner import RunPlan
 
-
-def _spec(dataset: Path, policy: str, test_list: Path | None, user: str | None, judge: str | None,
-          servers: Path | None, python: str | None, family: str, thinking: bool, agent: str | None,
-          max_tokens_total: int | None = None, max_seconds: float | None = None, max_context: int | None = None,
-          call_timeout: float = 30.0, isolate: bool = False, strip_sources: bool = False):
-    """The `RunSpec` of the options (exit 2 on a bad family or interpreter)."""
-    from trainer.rollout.episode import EpisodeConfig
-    from trainer.rollout.setup import RunSpec
-
-    if family not in ("hermes", "xml"):
-        _fail(f"error: --family {family!r}: expected hermes or xml")
-    if python is not None and shutil.which(python) is None:
-        _fail(f"error: --python {python}: no such executable")
-    default_servers = dataset / "servers.yaml"
-    servers = servers or (default_servers if default_servers.is_file() else None)
-    return RunSpec(dataset=str(dataset.resolve()), policy=policy, test_list=str(test_list.resolve()) if test_list else None,
-                   user=user, judge=judge, servers=str(servers.resolve()) if servers else None, python=python,
-                   family=family, thinking=thinking, agent=agent,  # type: ignore[arg-type]
-                   config=EpisodeConfig(max_total_tokens=max_tokens_total, max_seconds=max_seconds,
-                                        max_context=max_context, call_timeout=call_timeout,
-                                        isolate_tests=isolate, strip_sources=strip_sources))
-
-
-def _play(spec, *, repeat: int, output: Path, errors_output: Path | None = None, concurrency: int = 8,
-          retries: int = 2, seed: int = 0, progress: bool = True, use_ray: bool = False,
-          ray_workers: int | None = None, only: set[str] | None = None):
-    """Run the spec's tasks (`only`: these uids) `repeat` times into `output`: (RunResult, tasks)."""
-    import os
-
-    from trainer.rollout.policy import SpecError
-    from trainer.rollout.record import RecordFileError
-    from trainer.rollout.runner import RayExecute, local_execute, run_episodes
-    from trainer.rollout.setup import build_setup, close_setup, load_run_dataset
-
-    try:
-        ds = load_run_dataset(spec)
-    except (DatasetError, TaskFormatError) as e:
-        _fail(f"error: {e}")
-    for e in ds.errors:
-        err.print(f"error  {e}", markup=False, highlight=False)
-    try:
-        setup = build_setup(spec, ds)
-    except (SpecError, TaskFormatError, DatasetError, KeyError) as e:
-        _fail(f"error: {e}")
-    tasks = [t for t in ds.tasks.values() if not t.skip and (only is None or t.uid in only)]
-    ray_exec = None
-    try:
-        if use_ray or os.environ.get("RAY_ADDRESS"):
-            ray_exec = RayExecute(spec, workers=ray_workers, concurrency=concurrency)
-            execute = ray_exec
-        else:
-            execute = local_execute(setup)
-
-        async def play_then_close():  # one event loop: the endpoint clients close in the loop they were made in
-            try:
-                return await run_episodes(tasks, repeat, execute, output=output, errors_output=errors_output,
-                                          concurrency=concurrency, retries=retries, seed=seed, progress=progress)
-            finally:
-                await close_setup(setup)
-
-        result = asyncio.run(play_then_close())
-    except RecordFileError as e:
-        _fail(f"error: {e}")
-    except KeyboardInterrupt:
-        err.print("interrupted: every finished episode is recorded; rerun the same command to resume")
-        raise typer.Exit(130)
-    finally:
-        if ray_exec is not None:
-            ray_exec.shutdown()
-    return result, len(tasks)
-
-
-def _report(result, n_tasks: int, repeat: int, output: Path, *, exit_on_unresolved: bool = True) -> None:
-    scored = result.written
-    rate = f"{result.passed / scored:.1%}" if scored else "-"
-    out.print(f"{n_tasks} task(s) × {repeat} = {result.planned} episode(s): {result.already} already recorded, "
-              f"{scored} written now (pass {rate}), {result.attempts_failed} system-error attempt(s), "
-              f"{len(result.unresolved)} unresolved, {result.seconds:.1f} s ({result.rate:.1f} episodes/s) → {output}",
-              markup=False, highlight=False)
-    if result.unresolved:
-        causes = Counter(c for _, _, c in result.unresolved)
-        for uid, rep, cause in result.unresolved[:20]:
-            err.print(f"unresolved  {uid} #{rep}: {cause}", markup=False, highlight=False)
-        if len(result.unresolved) > 20:
-            err.print(f"... and {len(result.unresolved) - 20} more ({len(causes)} distinct causes)")
-        if exit_on_unresolved:
-            raise typer.Exit(1)
+    spec = SpecOptions(dataset, policy, test_list, user=user, judge=judge, servers=servers, python=python, family=family,
+                       thinking=thinking, agent=agent, max_episode_tokens=max_tokens_total,
+                       max_episode_seconds=max_seconds, max_context=max_context, call_timeout=call_timeout,
+                       isolate_tests=isolate, strip_sources=strip_sources, sampling=sampling).to_spec()
+    result = play(spec, RunPlan(output=output, repeat=repeat, errors_output=errors_output, concurrency=concurrency,
+                                retries=retries, seed=seed, progress=progress, use_ray=use_ray, ray_workers=ray_workers))
+    report(result, repeat, output)
 
 
 def show_command(
@@ -218,7 +221,7 @@ def show_command(
     try:
         recs = read_records(records)
     except RecordFileError as e:
-        _fail(f"error: {e}")
+        fail(f"error: {e}")
     if failed:
         recs = [r for r in recs if not r.passed]
     if uid is None:
@@ -230,7 +233,7 @@ def show_command(
         import difflib
 
         close = difflib.get_close_matches(uid, known, n=3)
-        _fail(f"error: {records}: no episode of {uid!r}" + (f" repetition {repetition}" if repetition is not None else "")
+        fail(f"error: {records}: no episode of {uid!r}" + (f" repetition {repetition}" if repetition is not None else "")
               + (f"; did you mean {', '.join(close)}?" if close else ""))
     for r in chosen:
         out.print(render_episode(r))

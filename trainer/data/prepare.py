@@ -19,7 +19,7 @@ domain mix. Domain = the task's `domain:` tag, else its scenario.
 Outputs (in `out_dir`, each written atomically: a temporary file renamed into place):
     train.yaml, test.yaml    test lists (`file.py:test_name`), sorted; byte-identical for the same inputs and seed
     train.parquet, test.parquet   one row per task for verl's dataset (see `parquet_rows`)
-    bands.csv                one row per candidate (columns in `CSV_COLUMNS`)
+    bands.csv                one row per candidate (columns in `CSV_COLUMNS`, trainer/rollout/bandsfile.py)
     bands.png                the band histogram (kept and dropped per band, stacked by domain)
     summary.json             counts per band x domain, kept, excluded, dropped and why, input problems
     manifest.json            the configuration and the SHA-256 of every input (a dataset: of its
@@ -43,6 +43,8 @@ from typing import Any, Callable
 from trainer.data.bands import Bands, assign
 from trainer.data.probes import ProbeReport, tally_probes
 from trainer.env.taskformat.tasks import Dataset, Task, load_dataset, read_test_list
+from trainer.rollout.attempts import AttemptError
+from trainer.rollout.bandsfile import CSV_COLUMNS, BandsRow, bands_csv_text
 
 AGENT_LOOP_NAME = "thinkingbox_agent"  # the verl agent loop that plays these rows (trainer/verl)
 
@@ -154,7 +156,7 @@ def _decide(cfg: PrepareConfig, report: ProbeReport, screen: ProbeReport | None,
         d = Decision(task, root, domain_of(task))
         t = report.tallies.get(uid)
         if t is not None:
-            d.n, d.k, d.system_errors = t.n, t.k, t.system_errors
+            d.n, d.k, d.system_errors = t.n, t.c, t.system_errors
         if d.n:
             d.band, d.masses = assign(d.k, d.n, cfg.bands)
         s = screen.tallies.get(uid) if screen is not None else None
@@ -164,7 +166,7 @@ def _decide(cfg: PrepareConfig, report: ProbeReport, screen: ProbeReport | None,
             d.reason = by_fp[task.fingerprint()]
         elif screen is not None and (s is None or s.n == 0):
             d.reason = "screen: not screened"
-        elif s is not None and s.k == 0:
+        elif s is not None and s.c == 0:
             d.reason = f"screen: never solved by the screen policy (0 of {s.n})"
         elif d.n == 0:
             d.reason = ("probes of an older version of the task" if uid in report.changed else
@@ -199,18 +201,12 @@ def split(decisions: list[Decision], fraction: float, seed: int) -> None:
             d.split = "validation" if i < take[key] else "train"
 
 
-CSV_COLUMNS = ("uid", "dataset", "domain", "n", "k", "system_errors", "band", "kept", "split", "reason")
-
-
 def bands_csv(decisions: list[Decision], bands: Bands) -> str:
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow([*CSV_COLUMNS[:7], *(f"mass_{b}" for b in bands.names), *CSV_COLUMNS[7:]])
-    for d in decisions:
-        masses = [f"{m:.6f}" for m in d.masses] if d.masses else [""] * len(bands.names)
-        w.writerow([d.task.uid, str(d.dataset), d.domain, d.n, d.k, d.system_errors, d.band, *masses,
-                    "yes" if d.kept else "no", d.split, d.reason])
-    return buf.getvalue()
+    """bands.csv (trainer/rollout/bandsfile.py: the columns, `CSV_COLUMNS`, and their reader)."""
+    return bands_csv_text(bands.names, (
+        BandsRow(uid=d.task.uid, dataset=str(d.dataset), domain=d.domain, n=d.n, k=d.k, system_errors=d.system_errors,
+                 band=d.band, masses=dict(zip(bands.names, d.masses)) if d.masses else None, kept=d.kept,
+                 split=d.split, reason=d.reason) for d in decisions))
 
 
 def test_list_text(decisions: list[Decision], which: str, cfg: PrepareConfig) -> str:
@@ -225,14 +221,16 @@ def parquet_rows(decisions: list[Decision], which: str) -> list[dict[str, Any]]:
     """verl's dataset rows: `prompt` (the query as a chat message: verl measures and filters prompts
     with it; the agent loop renders the real prompt itself), `data_source` (the domain),
     `agent_name` (the agent loop), `reward_model` (the reward is the episode's verdict: no ground
-    truth), and `extra_info` {uid, dataset, band, index} that the agent loop finds its task by."""
+    truth), and `extra_info` {uid, dataset, band, index, split} that the agent loop finds its task
+    by (`split`: train or validation, which records file the episode goes to)."""
     rows = []
     chosen = sorted((d for d in decisions if d.kept and d.split == which), key=lambda d: d.task.uid)
     for i, d in enumerate(chosen):
         rows.append({"data_source": d.domain, "agent_name": AGENT_LOOP_NAME,
                      "prompt": [{"role": "user", "content": d.task.query}],
                      "reward_model": {"style": "thinkingbox", "ground_truth": ""},
-                     "extra_info": {"uid": d.task.uid, "dataset": str(Path(d.dataset).resolve()), "band": d.band, "index": i}})
+                     "extra_info": {"uid": d.task.uid, "dataset": str(Path(d.dataset).resolve()), "band": d.band, "index": i,
+                                    "split": which}})
     return rows
 
 
@@ -244,7 +242,8 @@ def parquet_bytes(rows: list[dict[str, Any]]) -> bytes:
                         ("prompt", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))),
                         ("reward_model", pa.struct([("style", pa.string()), ("ground_truth", pa.string())])),
                         ("extra_info", pa.struct([("uid", pa.string()), ("dataset", pa.string()),
-                                                  ("band", pa.string()), ("index", pa.int64())]))])
+                                                  ("band", pa.string()), ("index", pa.int64()),
+                                                  ("split", pa.string())]))])
     buf = io.BytesIO()
     pq.write_table(pa.Table.from_pylist(rows, schema=schema), buf)
     return buf.getvalue()
@@ -338,7 +337,7 @@ def prepare(cfg: PrepareConfig) -> PrepareResult:
     try:
         report = tally_probes(cfg.probes, task_map)
         screen = tally_probes(cfg.screen, task_map) if cfg.screen else None
-    except FileNotFoundError as e:
+    except AttemptError as e:  # a file that cannot be read (its bad lines are only reported)
         raise PrepareError(str(e)) from None
     if report.lines == 0:
         raise PrepareError(f"the probe records are empty: {', '.join(map(str, cfg.probes))}")

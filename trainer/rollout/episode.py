@@ -36,6 +36,7 @@ nothing is re-rendered. The record's `tokens` holds them.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 import traceback
@@ -62,8 +63,8 @@ DONE = "<DONE>"
 class EpisodeConfig:
     """Per-episode settings shared by every episode of a run. None: no limit."""
 
-    max_total_tokens: int | None = None  # the agent's generated tokens over the episode
-    max_seconds: float | None = None  # wall time of the episode
+    max_episode_tokens: int | None = None  # the agent's generated tokens over the episode
+    max_episode_seconds: float | None = None  # wall time of the episode
     max_context: int | None = None  # prompt + conversation in tokens (default: the policy's)
     max_response_tokens: int | None = None  # token path: everything after the prompt (verl's response_length)
     call_timeout: float = 30.0  # one tool call (a hang past it is a system error)
@@ -131,13 +132,13 @@ class _Loop:
 
     # -- budgets
     def _check_time(self) -> None:
-        if self.cfg.max_seconds is not None and time.perf_counter() - self.t0 >= self.cfg.max_seconds:
+        if self.cfg.max_episode_seconds is not None and time.perf_counter() - self.t0 >= self.cfg.max_episode_seconds:
             raise _End("time_budget")
 
     def _turn_tokens(self) -> int:
         n = self.policy.sampling.max_tokens
-        if self.cfg.max_total_tokens is not None:
-            n = min(n, self.cfg.max_total_tokens - self.generated)
+        if self.cfg.max_episode_tokens is not None:
+            n = min(n, self.cfg.max_episode_tokens - self.generated)
             if n <= 0:
                 raise _End("token_budget")
         if self.max_context is not None:
@@ -361,6 +362,7 @@ def _new_record(task: Task, repetition: int, seed: int, attempt: int, setup: Epi
     return EpisodeRecord(
         uid=task.uid, repetition=repetition, seed=seed, attempt=attempt, scenario=task.scenario.name,
         fingerprint=task.fingerprint(), family=setup.policy.family, policy=setup.policy.identity(),
+        sampling=dataclasses.asdict(setup.policy.sampling), budgets=dataclasses.asdict(setup.config),
         user=user.identity() if user is not None else {"kind": "none"}, judge=dict(setup.judge_identity),
         usage={"agent": {"calls": 0, "input_tokens": 0, "output_tokens": 0},
                "user": {"calls": 0, "input_tokens": 0, "output_tokens": 0}, "judge": {"calls": 0}},

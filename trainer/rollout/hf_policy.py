@@ -6,14 +6,17 @@
 for small checkpoints and for testing the token path end to end without a server or a GPU.
 
 Options:
-    temperature=FLOAT   sampling temperature (default 1.0); 0 means greedy
-    top_p=FLOAT         nucleus sampling (default 1.0: off)
-    max_tokens=INT      per-turn generation limit (default 4096)
+    temperature=FLOAT   sampling temperature; 0 means greedy
+    top_p=FLOAT         nucleus sampling
+    top_k=INT           top-k sampling (0: off)
+    max_tokens=INT      per-turn generation limit
+                        (defaults of these four: the run's sampling config, configs/sampling.yaml;
+                        1.0 / 1.0 / off / 4096 when the policy is built without one)
     dtype=NAME          float32 (default), bfloat16 or float16
     threads=INT         torch intra-op threads (process-wide: `torch.set_num_threads`)
 
 The sampling distribution is exactly the spec's: the model's own generation_config.json (Qwen's
-says top_k=20, temperature 0.6, ...) is replaced by a blank one at load time, and top_k is off.
+says top_k=20, temperature 0.6, ...) is replaced by a blank one at load time, and top_k is off unless the sampling sets it.
 
 Generation stops on any of `tb_render.STOP_TOKENS` (``<|im_end|>``, ``<|endoftext|>``); the stop
 token is kept in the returned ids, so `tb_interpret.parse_ids` reads how the turn finished.
@@ -55,7 +58,7 @@ class HFPolicy(Policy):
 
     @classmethod
     def from_options(cls, body: str, opts: dict[str, str], spec: str, **kw: Any) -> HFPolicy:
-        sampling = sampling_from(opts, spec)
+        sampling = sampling_from(opts, spec, kw.pop("sampling", None))
         dtype = option(opts, "dtype", str, "float32", spec)
         threads = option(opts, "threads", int, None, spec)
         no_more(opts, spec, [*SAMPLING_OPTIONS, "dtype", "threads"])
@@ -77,7 +80,7 @@ class HFPolicy(Policy):
     def identity(self) -> dict[str, Any]:
         s = self.sampling
         return {**super().identity(), "model": self.path, "dtype": self.dtype, "temperature": s.temperature,
-                "top_p": s.top_p, "max_tokens": s.max_tokens}
+                "top_p": s.top_p, "top_k": s.top_k, "max_tokens": s.max_tokens}
 
     def session(self, info: EpisodeInfo) -> PolicySession:
         return _Session(self, info.seed)
@@ -86,7 +89,7 @@ class HFPolicy(Policy):
         """One turn, synchronously (the session runs it in a worker thread).
 
         `logprobs` are those of the distribution the token was drawn from: log-softmax of the
-        processed scores (`output_scores`: logits / temperature, top_p applied; the raw logits
+        processed scores (`output_scores`: logits / temperature, top_k and top_p applied; the raw logits
         when greedy). With temperature 1 and top_p 1 they are the model's own logprobs (what vLLM
         reports by default); otherwise they differ from them.
         """
@@ -97,7 +100,7 @@ class HFPolicy(Policy):
         greedy = s.temperature == 0
         config = GenerationConfig(
             do_sample=not greedy, temperature=None if greedy else s.temperature, top_p=None if greedy else s.top_p,
-            top_k=None if greedy else 0, max_new_tokens=max_tokens, eos_token_id=self.stop_ids,
+            top_k=None if greedy else (s.top_k or 0), max_new_tokens=max_tokens, eos_token_id=self.stop_ids,
             pad_token_id=self.stop_ids[0], output_scores=True, return_dict_in_generate=True)
         inputs = torch.tensor([prompt_ids], dtype=torch.long)
         with self.lock, torch.random.fork_rng(devices=[]), torch.inference_mode():

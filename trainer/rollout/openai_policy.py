@@ -34,7 +34,8 @@ no stop token) gets one appended, `stop_reason` when that names a token id, else
 with a logprob of None (unknown): `tb_interpret.parse_ids` then reads a turn that ended, not one
 cut by the length limit, and the trajectory closes the turn as the chat template does.
 
-Options, both kinds: temperature, top_p (default 1.0), max_tokens (per turn, 4096), timeout
+Options, both kinds: temperature, top_p, top_k (sent only when on), max_tokens (per turn;
+defaults of these four: the run's sampling config, configs/sampling.yaml), timeout
 (seconds per attempt, 120), retries (extra attempts on connection errors, timeouts, 429 and 5xx,
 2), backoff (the first wait between attempts in seconds, doubling, 0.5), key_env (the environment
 variable holding the API key, TBT_POLICY_API_KEY; no key: no Authorization header), max_context
@@ -69,12 +70,12 @@ IM_END = "<|im_end|>"
 
 
 def from_spec(kind: str, body: str, opts: dict[str, str], spec: str, *, family: Family, thinking: bool,
-              env: Mapping[str, str] | None) -> Policy:
+              env: Mapping[str, str] | None, sampling: SamplingParams | None = None) -> Policy:
     """The `openai:` or `tokens:` policy of a spec (`policy.split_spec` gave `body` = URL#MODEL and
     the options); a bad URL, option or tokenizer is a `SpecError` naming the spec."""
     url, _, model = body.partition("#")
     endpoint = _endpoint(url, opts, spec, os.environ if env is None else env)
-    sampling = sampling_from(opts, spec)
+    sampling = sampling_from(opts, spec, sampling)
     max_context = option(opts, "max_context", _positive_int, None, spec)
     if kind == "openai":
         vllm = option(opts, "vllm", truthy, False, spec)
@@ -157,7 +158,13 @@ class _Connection(LoopClient):
 def _endpoint_identity(endpoint: Endpoint, model: str, sampling: SamplingParams,
                        max_context: int | None) -> dict[str, Any]:
     return {"url": endpoint.where(), "model": model, "temperature": sampling.temperature, "top_p": sampling.top_p,
-            "max_tokens": sampling.max_tokens, **({"max_context": max_context} if max_context else {})}
+            "top_k": sampling.top_k, "max_tokens": sampling.max_tokens,
+            **({"max_context": max_context} if max_context else {})}
+
+
+def top_k_field(sampling: SamplingParams) -> dict[str, int]:
+    """`top_k` for a request body when it is on (vLLM reads it as an extra sampling parameter)."""
+    return {"top_k": sampling.top_k} if sampling.top_k else {}
 
 
 def _choice(conn: _Connection, path: str, data: dict[str, Any]) -> dict[str, Any]:
@@ -205,7 +212,7 @@ class ChatPolicy(Policy):
         """The body of one turn's POST (module docstring)."""
         body: dict[str, Any] = {"model": self.model, "messages": messages,
                                 "temperature": self.sampling.temperature, "top_p": self.sampling.top_p,
-                                "max_tokens": max_tokens, "seed": seed % (2**31)}
+                                **top_k_field(self.sampling), "max_tokens": max_tokens, "seed": seed % (2**31)}
         if tools:
             body["tools"] = tools
         if self.vllm:
@@ -265,8 +272,8 @@ class TokensPolicy(TokenClientPolicy):
     def request(self, prompt_ids: list[int], max_tokens: int, seed: int) -> dict[str, Any]:
         """The body of one turn's POST (module docstring)."""
         return {"model": self.model, "prompt": list(prompt_ids), "max_tokens": max_tokens,
-                "temperature": self.sampling.temperature, "top_p": self.sampling.top_p, "seed": seed % (2**31),
-                "logprobs": 1, "return_token_ids": True, "skip_special_tokens": False,
+                "temperature": self.sampling.temperature, "top_p": self.sampling.top_p, **top_k_field(self.sampling),
+                "seed": seed % (2**31), "logprobs": 1, "return_token_ids": True, "skip_special_tokens": False,
                 "stop_token_ids": list(self.stop_ids)}
 
     async def generate(self, prompt_ids: list[int], max_tokens: int, seed: int) -> Generation:

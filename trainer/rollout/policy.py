@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Mapping, Sequence
+from typing import Any, Awaitable, Callable, Sequence
 
 from trainer.core.tb_interpret import FAMILIES, Family
 
@@ -65,10 +65,14 @@ class EpisodeInfo:
     seed: int
 
 
-@dataclass
+@dataclass(frozen=True)
 class SamplingParams:
+    """How the agent's turns are sampled. `tbt run`, `tbt eval` and training take these from the one
+    sampling config (configs/sampling.yaml, trainer/rollout/sampling.py); a spec's options override."""
+
     temperature: float = 1.0
     top_p: float = 1.0
+    top_k: int | None = None  # None: off (all tokens)
     max_tokens: int = 4096  # per turn
 
 
@@ -198,32 +202,18 @@ def no_more(opts: dict[str, str], spec: str, known: Sequence[str]) -> None:
         raise SpecError(f"{spec!r}: unknown option(s) {', '.join(sorted(opts))} (known: {', '.join(known)})")
 
 
-def sampling_from(opts: dict[str, str], spec: str) -> SamplingParams:
-    return SamplingParams(temperature=option(opts, "temperature", float, 1.0, spec),
-                          top_p=option(opts, "top_p", float, 1.0, spec),
-                          max_tokens=option(opts, "max_tokens", int, 4096, spec))
+def sampling_from(opts: dict[str, str], spec: str, defaults: SamplingParams | None = None) -> SamplingParams:
+    """The spec's sampling options over `defaults` (the run's sampling config); `top_k=0` or a
+    negative one turns top-k off."""
+    d = defaults or SamplingParams()
+    top_k = option(opts, "top_k", int, d.top_k, spec)
+    return SamplingParams(temperature=option(opts, "temperature", float, d.temperature, spec),
+                          top_p=option(opts, "top_p", float, d.top_p, spec),
+                          top_k=top_k if top_k is not None and top_k > 0 else None,
+                          max_tokens=option(opts, "max_tokens", int, d.max_tokens, spec))
 
 
-SAMPLING_OPTIONS = ("temperature", "top_p", "max_tokens")
-
-
-def make_policy(spec: str, *, family: Family = "hermes", thinking: bool = True,
-                env: Mapping[str, str] | None = None) -> Policy:
-    """The policy a spec string names (see the module docstring; `tbt run --help` lists options)."""
-    kind, body, opts = split_spec(spec)
-    if kind == "synthetic":
-        from trainer.rollout.synthetic import SyntheticPolicy
-
-        return SyntheticPolicy.from_options(opts, spec, family=family, thinking=thinking)
-    if kind in ("openai", "tokens"):
-        from trainer.rollout import openai_policy
-
-        return openai_policy.from_spec(kind, body, opts, spec, family=family, thinking=thinking, env=env)
-    if kind == "hf":
-        from trainer.rollout.hf_policy import HFPolicy
-
-        return HFPolicy.from_options(body, opts, spec, family=family, thinking=thinking)
-    raise SpecError(f"{spec!r}: unknown policy kind {kind!r} (synthetic, openai, tokens, hf)")
+SAMPLING_OPTIONS = ("temperature", "top_p", "top_k", "max_tokens")
 
 
 def stable_seed(*parts: Any) -> int:
@@ -233,4 +223,4 @@ def stable_seed(*parts: Any) -> int:
 
 
 __all__ = ["EpisodeInfo", "Generation", "Policy", "PolicyError", "PolicySession", "SamplingParams",
-           "SpecError", "TokenClientPolicy", "make_policy", "split_spec", "stable_seed"]
+           "SpecError", "TokenClientPolicy", "sampling_from", "split_spec", "stable_seed"]

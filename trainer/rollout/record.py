@@ -12,6 +12,9 @@ Version 1 fields (`EpisodeRecord`; every field is written, absent values are nul
     fingerprint   `Task.fingerprint()`: SHA-256 of the task's query, user context and init (records
                   of a task whose content has since changed are told apart)
     family        the model family whose markup was read ("hermes" | "xml")
+    sampling      the policy's sampling {temperature, top_p, top_k, max_tokens (per turn)}
+    budgets       the episode's settings (`EpisodeConfig`: token, time, context and turn budgets,
+                  timeouts, isolation)
     policy, user, judge
                   identities: {"kind", "model"?, "url"?, ...}, never a key or a header
     messages      the episode as OpenAI-style chat dicts: system, user (the query first), assistant
@@ -61,6 +64,8 @@ class EpisodeRecord:
     fingerprint: str = ""
     family: str = "hermes"
     attempt: int = 0
+    sampling: dict[str, Any] = field(default_factory=dict)
+    budgets: dict[str, Any] = field(default_factory=dict)
     policy: dict[str, Any] = field(default_factory=dict)
     user: dict[str, Any] = field(default_factory=dict)
     judge: dict[str, Any] = field(default_factory=dict)
@@ -166,7 +171,7 @@ class RecordWriter:
     def __init__(self, path: str | Path, *, fsync: bool = True):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._f = open(self.path, "ab")
+        self._f = open(self.path, "ab", buffering=0)  # one write per line: whole lines when processes share a file
         self._fsync = fsync
 
     def write(self, record: EpisodeRecord) -> None:

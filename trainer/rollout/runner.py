@@ -1,9 +1,18 @@
 """The runner: every (task, repetition) of a run played once, recorded, resumable.
 
+`run(spec, plan)` is the one assembly of a run, used by `tbt run`, `tbt probe`, `tbt eval` and
+`tbt quickstart`: it loads the spec's dataset, builds the policy, user, judge and server registry
+(trainer/rollout/setup.py), plays the plan's episodes here or on Ray, resumes, and returns the
+tally (`RunResult`); printing it is the CLI's. Training plays its episodes inside verl's agent
+loop (trainer/verl/agent_loop.py) with the same setup functions, the same retry policy
+(`play_with_retries`) and the same seeds (`episode_seed`, with `step_seed` as the run seed of a
+training step).
+
 `run_episodes` plays the planned episodes with `concurrency` in flight (asyncio) and appends each
 record to the output as it finishes (one line, flushed and fsynced: `RecordWriter`). Scored
 records go to `output`; every system-error attempt goes to `errors_output` and is re-run, up to
-`retries` more times in this run, then reported as unresolved (exit status 1 in the CLI).
+`retries` more times in this run (at once, with a fresh sandbox: `play_with_retries`), then
+reported as unresolved (exit status 1 in the CLI).
 
 Resume: a rerun reads `output` first and skips every (uid, repetition) already recorded; a torn
 last line (a crash mid-write) is cut off and that episode re-run. So Ctrl-C or a crash loses at
@@ -13,6 +22,8 @@ attempt number goes on from there).
 
 Seeds: an episode's seed is `stable_seed("episode", run seed, uid, repetition)`: the same in
 every process and on every attempt, so a re-run replays the same sampling where the policy can.
+In training, a step's run seed is `step_seed(thinkingbox.seed, step)` and a group member's
+repetition is its index in the group.
 
 Where episodes run is an `Execute` function: `local_execute` (this process) or `RayExecute`
 (async actors on a Ray cluster's CPU workers, each building the setup from the picklable
@@ -36,6 +47,7 @@ from trainer.env.taskformat.tasks import Task
 from trainer.rollout.episode import EpisodeSetup, run_episode
 from trainer.rollout.policy import stable_seed
 from trainer.rollout.record import EpisodeRecord, RecordWriter, read_records
+from trainer.rollout.setup import RunSpec, build_setup, close_setup, load_run_dataset
 
 Execute = Callable[[Task, int, int, int], Awaitable[EpisodeRecord]]  # (task, repetition, seed, attempt)
 
@@ -44,13 +56,54 @@ def episode_seed(run_seed: int, uid: str, repetition: int) -> int:
     return stable_seed("episode", run_seed, uid, repetition)
 
 
+def step_seed(run_seed: int, step: int) -> int:
+    """The run seed of training step `step` (each step's groups draw new episode seeds)."""
+    return stable_seed("step", run_seed, step)
+
+
+async def play_with_retries(play: Callable[[int], Awaitable[EpisodeRecord]], *, retries: int, first_attempt: int = 0,
+                            on_system_error: Callable[[EpisodeRecord], None] | None = None) -> EpisodeRecord:
+    """The retry policy of every run: play attempt `first_attempt`, and after each system error
+    (reported to `on_system_error`) the next attempt, at most `retries` more times. Returns the
+    scored record, or the last system error when every attempt failed (never scored)."""
+    attempt = first_attempt
+    while True:
+        rec = await play(attempt)
+        if rec.system_error is None:
+            return rec
+        if on_system_error is not None:
+            on_system_error(rec)
+        if attempt - first_attempt >= retries:
+            return rec
+        attempt += 1
+
+
 def default_errors_path(output: str | Path) -> Path:
     p = Path(output)
     return p.with_name(p.stem + ".errors.jsonl")
 
 
 @dataclass
+class RunPlan:
+    """How a run plays its spec's tasks (the options `tbt run`, `tbt probe`, `tbt eval` and
+    `tbt quickstart` share)."""
+
+    output: Path  # scored records (JSONL), appended; a rerun resumes
+    repeat: int = 1  # episodes per task
+    errors_output: Path | None = None  # system-error attempts (default: OUTPUT.errors.jsonl)
+    concurrency: int = 8  # episodes in flight
+    retries: int = 2  # re-runs of a system error in this run
+    seed: int = 0  # the run seed (each episode's seed derives from it)
+    progress: bool = False  # a progress bar on stderr
+    use_ray: bool = False  # spread episodes over a Ray cluster (also when RAY_ADDRESS is set)
+    ray_workers: int | None = None  # Ray actors (default: the cluster's CPUs)
+    only: frozenset[str] | None = None  # play only these uids
+
+
+@dataclass
 class RunResult:
+    tasks: int = 0  # tasks played (after `only`)
+    load_errors: list[str] = field(default_factory=list)  # dataset entries that did not load
     planned: int = 0  # tasks x repeats
     already: int = 0  # recorded before this run
     written: int = 0  # scored records written now
@@ -134,38 +187,37 @@ async def run_episodes(tasks: Sequence[Task], repeat: int, execute: Execute, *, 
     bar = _Progress(progress, result.planned, result.already)
     t0 = time.perf_counter()
     writer, errors = RecordWriter(output), RecordWriter(errors_output)
-    in_run: Counter[tuple[str, int]] = Counter()
 
     async def worker() -> None:
         nonlocal left
         while left > 0:
             try:
-                task, rep, attempt = todo.get_nowait()
-            except asyncio.QueueEmpty:  # the last ones are in flight; a retry may still come back
+                task, rep, first = todo.get_nowait()
+            except asyncio.QueueEmpty:  # the last ones are in flight
                 await asyncio.sleep(0.01)
                 continue
             s = episode_seed(seed, task.uid, rep)
-            try:
-                rec = await execute(task, rep, s, attempt)
-            except Exception as e:  # an executor that broke (a dead worker): a system error like any other
-                rec = _crashed(task, rep, s, attempt, e)
+
+            async def play(attempt: int) -> EpisodeRecord:
+                try:
+                    return await execute(task, rep, s, attempt)
+                except Exception as e:  # an executor that broke (a dead worker): a system error like any other
+                    return _crashed(task, rep, s, attempt, e)
+
+            def failed(rec: EpisodeRecord) -> None:
+                errors.write(rec)
+                result.attempts_failed += 1
+                bar.update(result, 0)
+
+            rec = await play_with_retries(play, retries=retries, first_attempt=first, on_system_error=failed)
+            left -= 1
             if rec.system_error is None:
                 writer.write(rec)
                 result.written += 1
                 result.passed += rec.passed
-                left -= 1
-                bar.update(result, 1)
-                continue
-            errors.write(rec)
-            result.attempts_failed += 1
-            in_run[rec.key] += 1
-            if in_run[rec.key] <= retries:
-                todo.put_nowait((task, rep, attempt + 1))
-                bar.update(result, 0)
             else:
                 result.unresolved.append((task.uid, rep, rec.system_error))
-                left -= 1
-                bar.update(result, 1)
+            bar.update(result, 1)
 
     try:
         await asyncio.gather(*(worker() for _ in range(min(concurrency, max(left, 1)))))
@@ -187,11 +239,7 @@ class EpisodeWorker:
     (async: several in flight per actor)."""
 
     def __init__(self, spec: dict[str, Any]):
-        from trainer.rollout.episode import EpisodeConfig
-        from trainer.rollout.setup import RunSpec, build_setup, load_run_dataset
-
-        spec = dict(spec)
-        run = RunSpec(**{**spec, "config": EpisodeConfig(**spec["config"])})
+        run = RunSpec.from_dict(spec)
         self.dataset = load_run_dataset(run)
         self.setup = build_setup(run, self.dataset)
 
@@ -240,5 +288,43 @@ class RayExecute:
             ray.kill(a)
 
 
-__all__ = ["EpisodeWorker", "Execute", "RayExecute", "RunResult", "default_errors_path", "episode_seed",
-           "local_execute", "run_episodes"]
+# ---------------------------------------------------------------------------- the assembly
+
+def run(spec: RunSpec, plan: RunPlan, *, notify: Callable[[str], None] | None = None) -> RunResult:
+    """Play a run (module docstring): load, build, play (here or on Ray), resume, close.
+
+    Raises what the inputs cause, before any episode: `DatasetError` / `TaskFormatError` (the
+    dataset), `SpecError` (a policy, user or judge spec), `KeyError` (an agent name),
+    `RecordFileError` (an output that is not a records file). `notify` gets a line per dataset
+    entry that did not load (those tasks are left out)."""
+    ds = load_run_dataset(spec)
+    load_errors = [str(e) for e in ds.errors]
+    for line in load_errors:
+        if notify is not None:
+            notify(line)
+    setup = build_setup(spec, ds)
+    tasks = [t for t in ds.tasks.values() if not t.skip and (plan.only is None or t.uid in plan.only)]
+    ray_exec = None
+    try:
+        if plan.use_ray or os.environ.get("RAY_ADDRESS"):
+            ray_exec = RayExecute(spec, workers=plan.ray_workers, concurrency=plan.concurrency)
+        execute = ray_exec or local_execute(setup)
+
+        async def play_then_close() -> RunResult:  # one event loop: endpoint clients close in the loop they were made in
+            try:
+                return await run_episodes(tasks, plan.repeat, execute, output=plan.output,
+                                          errors_output=plan.errors_output, concurrency=plan.concurrency,
+                                          retries=plan.retries, seed=plan.seed, progress=plan.progress)
+            finally:
+                await close_setup(setup)
+
+        result = asyncio.run(play_then_close())
+    finally:
+        if ray_exec is not None:
+            ray_exec.shutdown()
+    result.tasks, result.load_errors = len(tasks), load_errors
+    return result
+
+
+__all__ = ["EpisodeWorker", "Execute", "RayExecute", "RunPlan", "RunResult", "default_errors_path", "episode_seed",
+           "local_execute", "play_with_retries", "run", "run_episodes", "step_seed"]

@@ -1,9 +1,16 @@
-"""What a run is made of, as plain data (`RunSpec`), and the episode setup built from it.
+"""What a run is made of, as plain data (`RunSpec`), and the episode setup built from it: the one
+place where a policy, a simulated user, a judge and a server registry are made from their specs
+(`make_policy`, `make_user`, `make_judge`, `make_registry`), for `tbt run`, probes, evaluation
+(trainer/rollout/runner.py `run`) and training (trainer/verl/env.py) alike.
 
 A `RunSpec` is picklable, so a Ray worker builds the same setup in its own process as the driver
 does locally: the dataset, the server registry (the internal domains named by an import path,
 `module:attribute`, resolved where it is built), the policy, the user and the judge from their
-spec strings.
+spec strings. Its `sampling` is the policy's default sampling (the CLIs fill it from the one
+sampling config, configs/sampling.yaml; a policy spec's own options override it).
+
+Policy specs: trainer/rollout/policy.py. User specs: trainer/rollout/user.py (`scripted`,
+`openai:URL#MODEL[,...]`, `none`).
 
 Judge specs (`--judge`):
     openai:URL#MODEL[,key_env=VAR,timeout=S,retries=N]   `ChatJudge` (key from VAR, default TBT_JUDGE_API_KEY)
@@ -28,9 +35,10 @@ from trainer.env.grading.judge import ChatJudge, Judge, JudgeConfig
 from trainer.env.sandbox.mcp_host import ServerRegistry
 from trainer.env.taskformat.tasks import Dataset, load_dataset
 from trainer.rollout.episode import EpisodeConfig, EpisodeSetup
-from trainer.rollout.policy import SpecError, make_policy, no_more, option, split_spec
-from trainer.rollout.synthetic import SyntheticJudge
-from trainer.rollout.user import make_user
+from trainer.rollout.http import Endpoint
+from trainer.rollout.policy import Policy, SamplingParams, SpecError, no_more, option, split_spec
+from trainer.rollout.synthetic import SyntheticJudge, SyntheticPolicy
+from trainer.rollout.user import ChatUser, ScriptedUser, SimulatedUser
 
 DEFAULT_DOMAINS = "trainer.domains:DOMAINS"
 
@@ -49,9 +57,15 @@ class RunSpec:
     thinking: bool = True
     agent: str | None = None
     config: EpisodeConfig = field(default_factory=EpisodeConfig)
+    sampling: SamplingParams = field(default_factory=SamplingParams)  # the policy's defaults
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RunSpec:
+        """The inverse of `to_dict` (a Ray worker rebuilds the driver's spec)."""
+        return cls(**{**d, "config": EpisodeConfig(**d["config"]), "sampling": SamplingParams(**d["sampling"])})
 
 
 def resolve(path: str) -> Any:
@@ -61,11 +75,56 @@ def resolve(path: str) -> Any:
     return getattr(importlib.import_module(mod), attr)
 
 
-def make_registry(spec: RunSpec) -> ServerRegistry:
-    domains = resolve(spec.domains) if spec.domains else {}
-    if spec.servers:
-        return ServerRegistry.from_yaml(Path(spec.servers), python=spec.python, domains=domains)
-    return ServerRegistry(domains=domains)
+def make_registry(*, servers: str | None, python: str | None, domains: str | None) -> ServerRegistry:
+    """The registry of a servers.yaml (None: none) and the internal domains' import path."""
+    found = resolve(domains) if domains else {}
+    if servers:
+        return ServerRegistry.from_yaml(Path(servers), python=python, domains=found)
+    return ServerRegistry(domains=found)
+
+
+def make_policy(spec: str, *, family: Family = "hermes", thinking: bool = True, sampling: SamplingParams | None = None,
+                env: Mapping[str, str] | None = None) -> Policy:
+    """The policy a spec string names (trainer/rollout/policy.py; `tbt run --help` lists the
+    options); `sampling` gives the defaults of its sampling options."""
+    kind, body, opts = split_spec(spec)
+    if kind == "synthetic":
+        return SyntheticPolicy.from_options(opts, spec, family=family, thinking=thinking,
+                                            sampling=sampling or SamplingParams())
+    if kind in ("openai", "tokens"):
+        from trainer.rollout import openai_policy
+
+        return openai_policy.from_spec(kind, body, opts, spec, family=family, thinking=thinking, env=env,
+                                       sampling=sampling)
+    if kind == "hf":
+        from trainer.rollout.hf_policy import HFPolicy  # torch and transformers: only for hf:
+
+        return HFPolicy.from_options(body, opts, spec, family=family, thinking=thinking, sampling=sampling)
+    raise SpecError(f"{spec!r}: unknown policy kind {kind!r} (synthetic, openai, tokens, hf)")
+
+
+def make_user(spec: str | None, env: Mapping[str, str] | None = None) -> SimulatedUser | None:
+    """The user a spec names; None (no --user) means no simulated user: an episode whose agent
+    hands the turn over ends with `no_user_llm`, as the reference's without a user model."""
+    if spec is None or spec == "none":
+        return None
+    kind, body, opts = split_spec(spec)
+    if kind == "scripted":
+        first = opts.pop("first", None)
+        no_more(opts, spec, ["first"])
+        return ScriptedUser(first)
+    if kind == "openai":
+        url, _, model = body.partition("#")
+        env = os.environ if env is None else env
+        key_env = opts.pop("key_env", "TBT_USER_API_KEY")
+        ep = Endpoint(url, env.get(key_env) or None, timeout_s=option(opts, "timeout", float, 120.0, spec),
+                      retries=option(opts, "retries", int, 2, spec))
+        user = ChatUser(ep, model, temperature=option(opts, "temperature", float, 0.0, spec),
+                        max_tokens=option(opts, "max_tokens", int, 512, spec),
+                        seed=option(opts, "seed", int, None, spec))
+        no_more(opts, spec, ["key_env", "timeout", "retries", "temperature", "max_tokens", "seed"])
+        return user
+    raise SpecError(f"{spec!r}: unknown user kind {kind!r} (scripted, openai, none)")
 
 
 def make_judge(spec: str | None, *, synthetic_policy: bool, env: Mapping[str, str] | None = None) -> tuple[Judge, dict[str, Any]]:
@@ -104,10 +163,11 @@ def load_run_dataset(spec: RunSpec) -> Dataset:
 
 def build_setup(spec: RunSpec, dataset: Dataset) -> EpisodeSetup:
     """Everything the episodes of a run share, from its spec (raises `SpecError` on a bad spec)."""
-    policy = make_policy(spec.policy, family=spec.family, thinking=spec.thinking)
+    policy = make_policy(spec.policy, family=spec.family, thinking=spec.thinking, sampling=spec.sampling)
     user = make_user(spec.user if spec.user is not None else ("scripted" if policy.synthetic else None))
     judge, judge_id = make_judge(spec.judge, synthetic_policy=policy.synthetic)
-    return EpisodeSetup(make_registry(spec), dataset.agent(spec.agent), policy, user, judge, judge_id, spec.config)
+    registry = make_registry(servers=spec.servers, python=spec.python, domains=spec.domains)
+    return EpisodeSetup(registry, dataset.agent(spec.agent), policy, user, judge, judge_id, spec.config)
 
 
 async def close_setup(setup: EpisodeSetup) -> None:
@@ -121,4 +181,4 @@ async def close_setup(setup: EpisodeSetup) -> None:
 
 
 __all__ = ["DEFAULT_DOMAINS", "RunSpec", "build_setup", "close_setup", "load_run_dataset", "make_judge",
-           "make_registry", "resolve"]
+           "make_policy", "make_registry", "make_user", "resolve"]

@@ -17,12 +17,10 @@ fixed text instead of the context.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from trainer.rollout.http import Endpoint, EndpointError, LoopClient
-from trainer.rollout.policy import SpecError, no_more, option, split_spec
 
 DONT_KNOW = "I don't know."
 
@@ -131,29 +129,5 @@ class ChatUser(SimulatedUser):
         await self._conn.aclose()
 
 
-def make_user(spec: str | None, env: Mapping[str, str] | None = None) -> SimulatedUser | None:
-    """The user a spec names; None (no --user) means no simulated user: an episode whose agent
-    hands the turn over ends with `no_user_llm`, as the reference's without a user model."""
-    if spec is None or spec == "none":
-        return None
-    kind, body, opts = split_spec(spec)
-    if kind == "scripted":
-        first = opts.pop("first", None)
-        no_more(opts, spec, ["first"])
-        return ScriptedUser(first)
-    if kind == "openai":
-        url, _, model = body.partition("#")
-        env = os.environ if env is None else env
-        key_env = opts.pop("key_env", "TBT_USER_API_KEY")
-        ep = Endpoint(url, env.get(key_env) or None, timeout_s=option(opts, "timeout", float, 120.0, spec),
-                      retries=option(opts, "retries", int, 2, spec))
-        user = ChatUser(ep, model, temperature=option(opts, "temperature", float, 0.0, spec),
-                        max_tokens=option(opts, "max_tokens", int, 512, spec),
-                        seed=option(opts, "seed", int, None, spec))
-        no_more(opts, spec, ["key_env", "timeout", "retries", "temperature", "max_tokens", "seed"])
-        return user
-    raise SpecError(f"{spec!r}: unknown user kind {kind!r} (scripted, openai, none)")
-
-
 __all__ = ["DONT_KNOW", "ChatUser", "ScriptedUser", "SimulatedUser", "UserError", "UserReply", "UserTurn",
-           "make_user", "user_prompt"]
+           "user_prompt"]

@@ -14,22 +14,35 @@ and returns what verl trains on:
     reward_score        the verdict's reward (the task's checks on the terminal database state)
     extra_fields        `reward_extra_info` {score, passed, end_reason, system_error_reruns, ...}
                         (DAPO filtering reads `score`: set algorithm.filter_groups.metric=score),
-                        and `tb_record`: the episode record, for logging
+                        and `tb_record`: the episode record
     num_turns, metrics  chat turns; model / tool / grading seconds
+
+The episode is `tbt run`'s: its setup comes from the same functions (trainer/verl/env.py), its
+seed is `episode_seed(step_seed(thinkingbox.seed, step), uid, member)` (a row's
+`extra_info.seed` pins the run seed instead), and its sampling is verl's rollout sampling
+(temperature, top_p, top_k: configs/sampling.yaml through the launch) with
+`thinkingbox.max_turn_tokens` per turn.
+
+Records: every episode is appended, as `tbt run` writes it (`RecordWriter`), to
+`<thinkingbox.records_dir>/step_<N>.jsonl` (default records_dir: `trainer.default_local_dir`/
+records; validation rows to `val_step_<N>.jsonl`), and every system-error attempt to
+`step_<N>.errors.jsonl`: `tbt show`, `tbt aggregate` and a reward audit read training as they read
+`tbt run`. Each worker appends whole lines (one write each) to the shared files.
 
 A member whose episode ends in a **system error** (a backend timeout, a crashed server, an
 endpoint fault) is re-run here with a fresh sandbox, same task, same weights, up to
-`thinkingbox.member_retries` times, so its group keeps its good members. When the retries are
-exhausted `run()` raises `MemberSystemError`: verl marks the group failed, and with the project's
-patch (trainer/verl/patches/) the whole group is dropped and refilled rather than trained on
-with a member missing. Nothing with a system error is ever scored.
+`thinkingbox.retries` times, by the runner's own retry policy (`play_with_retries`), so its group
+keeps its good members. When the retries are exhausted `run()` raises `MemberSystemError`: verl
+marks the group failed, and with the project's patch (trainer/verl/patches/) the whole group is
+dropped and refilled rather than trained on with a member missing. Nothing with a system error is
+ever scored.
 """
 
 from __future__ import annotations
 
 import logging
-import random
 import uuid
+from pathlib import Path
 from typing import Any
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput
@@ -37,6 +50,7 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetr
 from trainer.rollout.episode import run_episode
 from trainer.rollout.policy import Generation, SamplingParams, TokenClientPolicy
 from trainer.rollout.record import EpisodeRecord
+from trainer.rollout.runner import episode_seed, play_with_retries, step_seed
 from trainer.verl.env import TBConfig, worker_env
 
 log = logging.getLogger(__name__)
@@ -96,6 +110,8 @@ class ThinkingBoxAgentLoop(AgentLoopBase):
         self.tb = TBConfig.from_trainer(self.config)
         self.response_length = int(self.rollout_config.response_length)
         self.prompt_length = int(self.rollout_config.prompt_length) if self.rollout_config.get("prompt_length") else None
+        model = self.config.get("actor_rollout_ref", {}).get("model", {}) if hasattr(self.config, "get") else {}
+        self.model_name = str(model.get("path") or "verl")  # the policy's name in records
 
     async def run(self, sampling_params: dict[str, Any], **row: Any) -> AgentLoopOutput:
         extra = row.get("extra_info") or {}
@@ -105,21 +121,49 @@ class ThinkingBoxAgentLoop(AgentLoopBase):
                              "prepare the data with data/prepare_data.py")
         env = worker_env(self.tb)
         task = env.task(path, uid)
-        seed = int(extra["seed"]) if extra.get("seed") is not None else random.getrandbits(62)
-        reruns = 0
-        for attempt in range(self.tb.member_retries + 1):
+        step = int(row.get("global_steps") or 0)
+        member = int(row.get("session_id") or 0)
+        run_seed = int(extra["seed"]) if extra.get("seed") is not None else step_seed(self.tb.seed, step)
+        seed = episode_seed(run_seed, uid, member)
+        sampling = rollout_sampling(sampling_params, self.tb.max_turn_tokens)
+        where = records_paths(self.tb, step, validation=extra.get("split") == "validation")
+
+        async def play(attempt: int) -> EpisodeRecord:
             policy = TokenClientPolicy(server_generate(self.server_manager, sampling_params), self.tokenizer,
-                                       name="verl", family=self.tb.family, thinking=self.tb.thinking,  # type: ignore[arg-type]
-                                       sampling=SamplingParams(max_tokens=self.tb.max_turn_tokens))
+                                       name=self.model_name, family=self.tb.family,  # type: ignore[arg-type]
+                                       thinking=self.tb.thinking, sampling=sampling)
             setup = env.setup(path, policy, max_response_tokens=self.response_length)
-            rec = await run_episode(task, setup, repetition=int(row.get("session_id") or 0), seed=seed, attempt=attempt)
-            if rec.system_error is None:
-                return to_output(rec, response_length=self.response_length, prompt_length=self.prompt_length,
-                                 reruns=reruns)
-            reruns += 1
-            log.warning("group member %s attempt %d: system error (%s); re-running it", uid, attempt, rec.system_error)
-        raise MemberSystemError(f"{uid}: system error in all {reruns} attempts (last: {rec.system_error}); "
-                                "its group is dropped and refilled, never trained on")
+            return await run_episode(task, setup, repetition=member, seed=seed, attempt=attempt)
+
+        def failed(rec: EpisodeRecord) -> None:
+            log.warning("group member %s #%d attempt %d: system error (%s)", uid, member, rec.attempt, rec.system_error)
+            if where is not None:
+                env.writer(where[1]).write(rec)
+
+        rec = await play_with_retries(play, retries=self.tb.retries, on_system_error=failed)
+        if rec.system_error is not None:
+            raise MemberSystemError(f"{uid}: system error in all {rec.attempt + 1} attempts (last: {rec.system_error}); "
+                                    "its group is dropped and refilled, never trained on")
+        if where is not None:
+            env.writer(where[0]).write(rec)
+        return to_output(rec, response_length=self.response_length, prompt_length=self.prompt_length, reruns=rec.attempt)
 
 
-__all__ = ["MemberSystemError", "ThinkingBoxAgentLoop", "server_generate", "to_output"]
+def rollout_sampling(sampling_params: dict[str, Any], max_turn_tokens: int) -> SamplingParams:
+    """verl's per-sample sampling parameters as the episode's `SamplingParams` (top_k <= 0: off)."""
+    top_k = sampling_params.get("top_k")
+    return SamplingParams(temperature=float(sampling_params.get("temperature", 1.0)),
+                          top_p=float(sampling_params.get("top_p", 1.0)),
+                          top_k=int(top_k) if top_k is not None and int(top_k) > 0 else None, max_tokens=max_turn_tokens)
+
+
+def records_paths(cfg: TBConfig, step: int, *, validation: bool) -> tuple[Path, Path] | None:
+    """(scored records, system-error attempts) of a training step, or None when records are off."""
+    if not cfg.records or not cfg.records_dir:
+        return None
+    stem = f"{'val_' if validation else ''}step_{step}"
+    return Path(cfg.records_dir) / f"{stem}.jsonl", Path(cfg.records_dir) / f"{stem}.errors.jsonl"
+
+
+__all__ = ["MemberSystemError", "ThinkingBoxAgentLoop", "records_paths", "rollout_sampling", "server_generate",
+           "to_output"]

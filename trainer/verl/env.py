@@ -2,7 +2,14 @@
 server registry, the user and the judge.
 
 The config block sits at the top level of verl's Hydra config (`+thinkingbox.*` on the command
-line; configs/ sets it in YAML). Every field is documented where declared (`TBConfig`).
+line; configs/ sets it in YAML). It is `tbt run`'s options for training: every field of a run's
+`RunSpec` (trainer/rollout/setup.py) but the dataset and policy (the prepared rows name the task;
+the policy is the model verl trains), of its `EpisodeConfig` (trainer/rollout/episode.py) but
+the response window (verl's `rollout.response_length`), and of its `RunPlan`'s `retries` and
+`seed`, under the same names and with the same defaults (tests/test_verl_on_cpu.py checks), plus
+what only training has (`max_turn_tokens`, `records`, `records_dir`). `TBConfig.run_spec()` and
+`episode_config()` give the run's own types back, and the world is built by the same functions
+as `tbt run`'s (`make_registry`, `make_user`, `make_judge`).
 
 verl builds a new agent-loop instance for every sample, so what is costly to build (datasets
 loaded and compiled, the registry, the user and judge clients, compiled tool schemas) is built
@@ -22,48 +29,81 @@ from typing import Any, Mapping
 from trainer.env.taskformat.tasks import Dataset, Task, load_dataset
 from trainer.rollout.episode import EpisodeConfig, EpisodeSetup
 from trainer.rollout.policy import Policy
-from trainer.rollout.setup import RunSpec, make_judge, make_registry
-from trainer.rollout.user import make_user
+from trainer.rollout.record import RecordWriter
+from trainer.rollout.runner import RunPlan
+from trainer.rollout.sampling import load_sampling
+from trainer.rollout.setup import RunSpec, make_judge, make_registry, make_user
+
+RENAMED = {"member_retries": "retries"}  # keys of older configs -> their name now
 
 
 @dataclass(frozen=True)
 class TBConfig:
-    user: str | None = None  # simulated user spec (trainer/rollout/user.py); None: no user
-    judge: str | None = None  # judge spec (trainer/rollout/setup.py); None: $TBT_JUDGE_URL, else none
-    family: str = "hermes"  # model family whose markup tb_interpret reads
-    thinking: bool = True
-    servers: str | None = None  # a ThinkingBox servers.yaml for external servers
-    python: str | None = None  # {python} in servers.yaml
-    domains: str | None = "trainer.domains:DOMAINS"  # internal servers (import path)
-    agent: str | None = None  # agent name in the dataset (default: its only one)
-    member_retries: int = 2  # re-runs of a group member that ends in a system error
-    max_turn_tokens: int = 4096  # per model turn
-    max_episode_tokens: int | None = None  # the agent's generated tokens per episode
-    max_episode_seconds: float | None = None
-    call_timeout: float = 30.0
-    strip_sources: bool = False
+    # what the run is (RunSpec's names and defaults)
+    user: str | None = RunSpec.user  # simulated user spec (trainer/rollout/setup.py make_user); None: no user
+    judge: str | None = RunSpec.judge  # judge spec (make_judge); None: $TBT_JUDGE_URL, else none
+    servers: str | None = RunSpec.servers  # a ThinkingBox servers.yaml for external servers
+    python: str | None = RunSpec.python  # {python} in servers.yaml
+    domains: str | None = RunSpec.domains  # internal servers (import path)
+    family: str = RunSpec.family  # model family whose markup tb_interpret reads
+    thinking: bool = RunSpec.thinking
+    agent: str | None = RunSpec.agent  # agent name in the dataset (default: its only one)
+    # the episode's budgets (EpisodeConfig's names and defaults)
+    max_episode_tokens: int | None = EpisodeConfig.max_episode_tokens  # the agent's generated tokens per episode
+    max_episode_seconds: float | None = EpisodeConfig.max_episode_seconds
+    max_context: int | None = EpisodeConfig.max_context  # prompt + conversation in tokens
+    call_timeout: float = EpisodeConfig.call_timeout  # one tool call (past it: a system error)
+    open_timeout: float = EpisodeConfig.open_timeout  # opening a server session
+    isolate_tests: bool = EpisodeConfig.isolate_tests  # test functions in a subprocess
+    strip_sources: bool = EpisodeConfig.strip_sources
+    max_agent_turns: int | None = EpisodeConfig.max_agent_turns  # the cap of a task that sets none
+    # how members are played (RunPlan's names and defaults)
+    retries: int = RunPlan.retries  # re-runs of a group member that ends in a system error
+    seed: int = RunPlan.seed  # the run seed; step N's episodes derive theirs from step_seed(seed, N)
+    # training only
+    max_turn_tokens: int = field(default_factory=lambda: load_sampling().max_tokens)  # per model turn (sampling.yaml)
+    records: bool = True  # write every episode's record (`records_dir`/step_<N>.jsonl)
+    records_dir: str | None = None  # default: trainer.default_local_dir/records
 
     @classmethod
     def from_trainer(cls, config: Mapping[str, Any] | Any) -> TBConfig:
         """The `thinkingbox` block of verl's config (a DictConfig or a dict); unknown keys are an
-        error naming them."""
+        error naming them. `records_dir` defaults to `trainer.default_local_dir`/records."""
         block = config.get("thinkingbox") if hasattr(config, "get") else None
-        if block is None:
-            return cls()
-        try:
-            from omegaconf import OmegaConf
-
-            block = OmegaConf.to_container(block, resolve=True) if not isinstance(block, dict) else block
-        except ImportError:  # pragma: no cover - omegaconf comes with verl
-            block = dict(block)
+        block = _plain(block) if block is not None else {}
+        old = sorted(set(block) & set(RENAMED))
+        if old:
+            raise ValueError("thinkingbox config: " + ", ".join(f"{k} is now {RENAMED[k]}" for k in old))
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(block) - known)
         if unknown:
             raise ValueError(f"thinkingbox config: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+        if block.get("records_dir") is None:
+            trainer = _plain(config.get("trainer")) if hasattr(config, "get") and config.get("trainer") is not None else {}
+            if trainer.get("default_local_dir"):
+                block["records_dir"] = str(Path(str(trainer["default_local_dir"])) / "records")
         return cls(**block)
 
     def key(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
+
+    def run_spec(self, dataset: str, policy: str = "verl") -> RunSpec:
+        """The `RunSpec` of this block for a dataset (what `tbt run` would be given)."""
+        names = {f.name for f in fields(RunSpec)} - {"dataset", "policy", "test_list", "config", "sampling"}
+        return RunSpec(dataset=dataset, policy=policy, config=self.episode_config(None),
+                       **{n: getattr(self, n) for n in names})  # type: ignore[arg-type]
+
+    def episode_config(self, max_response_tokens: int | None) -> EpisodeConfig:
+        names = {f.name for f in fields(EpisodeConfig)} - {"max_response_tokens"}
+        return EpisodeConfig(max_response_tokens=max_response_tokens, **{n: getattr(self, n) for n in names})
+
+
+def _plain(block: Any) -> dict[str, Any]:
+    if isinstance(block, dict):
+        return dict(block)
+    from omegaconf import OmegaConf  # comes with verl
+
+    return dict(OmegaConf.to_container(block, resolve=True))
 
 
 @dataclass
@@ -75,6 +115,15 @@ class WorkerEnv:
     judge_identity: dict[str, Any]
     datasets: dict[str, Dataset] = field(default_factory=dict)
     toolsets: dict[str, Any] = field(default_factory=dict)
+    writers: dict[str, RecordWriter] = field(default_factory=dict)
+
+    def writer(self, path: str | Path) -> RecordWriter:
+        """This process's appender of a training records file (opened once, kept open)."""
+        key = str(Path(path).resolve())
+        if key not in self.writers:
+            Path(key).parent.mkdir(parents=True, exist_ok=True)
+            self.writers[key] = RecordWriter(key)
+        return self.writers[key]
 
     def dataset(self, path: str) -> Dataset:
         """A dataset by the path the prepared rows name (loaded once)."""
@@ -90,20 +139,16 @@ class WorkerEnv:
         return ds.tasks[uid]
 
     def setup(self, path: str, policy: Policy, *, max_response_tokens: int | None) -> EpisodeSetup:
-        c = self.cfg
-        config = EpisodeConfig(max_total_tokens=c.max_episode_tokens, max_seconds=c.max_episode_seconds,
-                               max_response_tokens=max_response_tokens, call_timeout=c.call_timeout,
-                               strip_sources=c.strip_sources)
-        return EpisodeSetup(self.registry, self.dataset(path).agent(c.agent), policy, self.user, self.judge,
-                            self.judge_identity, config, toolsets=self.toolsets)
+        return EpisodeSetup(self.registry, self.dataset(path).agent(self.cfg.agent), policy, self.user, self.judge,
+                            self.judge_identity, self.cfg.episode_config(max_response_tokens), toolsets=self.toolsets)
 
 
 @functools.cache
 def _built(key: str) -> WorkerEnv:
     cfg = TBConfig(**json.loads(key))
-    spec = RunSpec(dataset="", policy="", servers=cfg.servers, python=cfg.python, domains=cfg.domains)
     judge, judge_id = make_judge(cfg.judge, synthetic_policy=False)
-    return WorkerEnv(cfg, make_registry(spec), make_user(cfg.user), judge, judge_id)
+    registry = make_registry(servers=cfg.servers, python=cfg.python, domains=cfg.domains)
+    return WorkerEnv(cfg, registry, make_user(cfg.user), judge, judge_id)
 
 
 def worker_env(cfg: TBConfig) -> WorkerEnv:
@@ -111,4 +156,4 @@ def worker_env(cfg: TBConfig) -> WorkerEnv:
     return _built(cfg.key())
 
 
-__all__ = ["TBConfig", "WorkerEnv", "worker_env"]
+__all__ = ["RENAMED", "TBConfig", "WorkerEnv", "worker_env"]

@@ -38,9 +38,11 @@ from typing import Any, Mapping, Sequence
 
 import yaml
 
+from trainer.rollout.sampling import SAMPLING_FILE, SamplingError, load_sampling
+
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG = ROOT / "configs" / "train_single_node.yaml"
-SAMPLING = ROOT / "configs" / "sampling.yaml"
+SAMPLING = SAMPLING_FILE
 ENTRY = [sys.executable, "-m", "verl.trainer.main_ppo"]
 _ENV = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)(?:,([^}]*))?\}")
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.I)
@@ -95,14 +97,14 @@ def read_config(path: Path, env: Mapping[str, str], seen: tuple[Path, ...] = ())
 
 
 def sampling_overrides(path: Path = SAMPLING) -> dict[str, Any]:
-    s = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    known = {"temperature", "top_k", "top_p", "max_turn_tokens"}
-    if set(s) - known:
-        raise LaunchError(f"{path}: unknown key(s) {', '.join(sorted(set(s) - known))} (known: {', '.join(sorted(known))})")
-    out = {f"actor_rollout_ref.rollout.{k}": s[k] for k in ("temperature", "top_k", "top_p") if k in s}
-    if "max_turn_tokens" in s:
-        out["+thinkingbox.max_turn_tokens"] = s["max_turn_tokens"]
-    return out
+    """The sampling config as verl overrides: the same `SamplingParams` `tbt eval` samples with."""
+    try:
+        s = load_sampling(path)
+    except SamplingError as e:
+        raise LaunchError(str(e)) from None
+    return {"actor_rollout_ref.rollout.temperature": s.temperature, "actor_rollout_ref.rollout.top_p": s.top_p,
+            "actor_rollout_ref.rollout.top_k": s.top_k if s.top_k is not None else -1,
+            "+thinkingbox.max_turn_tokens": s.max_tokens}
 
 
 def _render(v: Any) -> str:

@@ -207,7 +207,7 @@ def assert_passed(rec):
 
 def test_specs_name_what_is_wrong():
     url = "http://127.0.0.1:9/v1"
-    with pytest.raises(SpecError, match=r"unknown option\(s\) bogus \(known: temperature, top_p, max_tokens, "
+    with pytest.raises(SpecError, match=r"unknown option\(s\) bogus \(known: temperature, top_p, top_k, max_tokens, "
                                         r"timeout, retries, backoff, key_env, max_context, vllm, token_ids\)"):
         make_policy(f"openai:{url}#m,bogus=1")
     for bad, why in [("temperature=hot", "temperature='hot'"), ("retries=-1", "retries='-1'"),
@@ -230,7 +230,7 @@ def test_identity_names_the_endpoint_never_the_key():
                     "max_context=32768,vllm=1,key_env=MY_KEY", env={"MY_KEY": KEY}, family="xml", thinking=False)
     assert isinstance(p, ChatPolicy) and p.endpoint.api_key == KEY and p.max_context == 32768
     assert p.identity() == {"kind": "openai", "family": "xml", "thinking": False, "url": "http://127.0.0.1:9/v1",
-                            "model": "qwen-test", "temperature": 0.6, "top_p": 0.9, "max_tokens": 512,
+                            "model": "qwen-test", "temperature": 0.6, "top_p": 0.9, "top_k": None, "max_tokens": 512,
                             "max_context": 32768, "vllm": True}
     assert KEY not in repr(p.endpoint) and "pw" not in json.dumps(p.identity())
     assert make_policy("openai:http://127.0.0.1:9/v1#m", env={}).endpoint.api_key is None
@@ -521,7 +521,7 @@ def test_tokens_policy_plays_an_episode(tokens_server, samples, strip_stop):
     last = ep.requests[-1]["body"]["prompt"]
     assert last == (t["prompt_ids"] + t["response_ids"])[:len(last)]  # the trajectory so far, nothing re-rendered
     assert rec.policy == {"kind": "tokens", "family": "hermes", "thinking": True, "model": "qwen-tok", "url": ep.url,
-                          "temperature": 0.7, "top_p": 1.0, "max_tokens": 4096, "max_context": 40000,
+                          "temperature": 0.7, "top_p": 1.0, "top_k": None, "max_tokens": 4096, "max_context": 40000,
                           "tokenizer": str(TOKENIZER)}
     assert KEY not in rec.to_json()
 

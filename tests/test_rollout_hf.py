@@ -219,7 +219,8 @@ def test_stops_on_either_stop_token_and_keeps_it(hf):
 
 def test_identity(hf, model_dir):
     assert hf.identity() == {"kind": "hf", "family": "hermes", "thinking": True, "model": model_dir,
-                             "dtype": "float32", "temperature": 1.0, "top_p": 1.0, "max_tokens": TURN_TOKENS}
+                             "dtype": "float32", "temperature": 1.0, "top_p": 1.0, "top_k": None,
+                             "max_tokens": TURN_TOKENS}
     assert hf.max_context == 32768 and hf.tokenizer is not None
 
 

@@ -270,3 +270,67 @@ def test_the_one_retry_policy():
     scored, errors = records_paths(TBConfig(records_dir="/ck/records"), 3, validation=False)
     assert (str(scored), str(errors)) == ("/ck/records/step_3.jsonl", "/ck/records/step_3.errors.jsonl")
     assert records_paths(TBConfig(records=False, records_dir="/ck"), 3, validation=False) is None
+
+
+# ---------------------------------------------------------------------------- a dataset with errors stops the run
+
+@pytest.fixture()
+def broken_samples(tmp_path) -> Path:
+    """The sample dataset with one test file that does not parse."""
+    import shutil
+
+    ds = tmp_path / "samples"
+    shutil.copytree(SAMPLES, ds)
+    (ds / "test_case" / "toy" / "toy_broken.py").write_text('"""!\nscenario: toy\n"""\ndef test_x(:\n    pass\n')
+    lst = ds / "lists" / "toy.yaml"  # the toy list names it too
+    lst.write_text(lst.read_text() + "- toy_broken.py:test_x\n")
+    return ds
+
+
+def cli(*args: str):
+    from typer.testing import CliRunner
+
+    from trainer.cli import app
+
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def test_a_broken_task_file_stops_tbt_run_before_any_episode(broken_samples, tmp_path):
+    out = tmp_path / "r.jsonl"
+    res = cli("run", broken_samples, "--policy", "synthetic", "-o", out, "--no-progress")
+    assert res.exit_code == 2, res.output
+    assert "toy_broken.py:4" in res.output and "nothing was run" in res.output
+    assert not out.exists() or out.read_text() == ""
+    res = cli("run", broken_samples, "--policy", "synthetic", "-o", out, "--no-progress", "--skip-invalid",
+              "--test-list", broken_samples / "lists" / "toy.yaml")
+    assert res.exit_code == 0, res.output
+    said = " ".join(res.output.split())
+    assert "did not load; their tasks were not run" in said and len(read_records(out)) == 5, said
+
+
+def test_a_broken_task_file_stops_tbt_eval_and_full_coverage_refuses_a_skipped_one(broken_samples, tmp_path):
+    agg = tmp_path / "agg.json"
+    base = ["eval", broken_samples, "--policy", "synthetic", "-n", "1", "-o", tmp_path / "e.jsonl",
+            "--aggregate-output", agg, "--test-list", broken_samples / "lists" / "toy.yaml", "--no-progress"]
+    res = cli(*base)
+    assert res.exit_code == 2 and "toy_broken.py" in res.output and not (tmp_path / "e.jsonl").exists()
+    res = cli(*base, "--skip-invalid")
+    assert res.exit_code == 1, res.output
+    assert "refused: coverage (full)" in res.output and "excluded" in res.output and not agg.exists()
+    res = cli(*base, "--skip-invalid", "--coverage-profile", "none")
+    assert res.exit_code == 0, res.output and agg.exists()
+
+
+def test_a_test_list_that_is_not_a_list_and_an_empty_run_are_refused(tmp_path):
+    res = cli("run", SAMPLES, "--policy", "synthetic", "--test-list", ROOT / "README.md", "-o", tmp_path / "r.jsonl")
+    assert res.exit_code == 2 and "README.md:10: invalid YAML" in res.output
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("[]\n")
+    res = cli("run", SAMPLES, "--policy", "synthetic", "--test-list", empty, "-o", tmp_path / "r.jsonl")
+    assert res.exit_code == 2 and "no task to run" in res.output
+
+
+def test_quickstart_refuses_a_broken_dataset(broken_samples, tmp_path):
+    res = cli("quickstart", "--dataset", broken_samples, "--out-dir", tmp_path / "qs", "--n", "1", "--no-progress")
+    assert res.exit_code == 2 and "toy_broken.py" in res.output
+    assert not (tmp_path / "qs" / "prepared").exists()

@@ -15,7 +15,7 @@ import typer
 from trainer.run_cli import (
     POLICY_HELP, AgentOpt, CallTimeoutOpt, ConcurrencyOpt, FamilyOpt, JudgeOpt, MaxContextOpt,
     MaxSecondsOpt, MaxTokensTotalOpt, ProgressOpt, PythonOpt, RetriesOpt, SamplingOpt, SpecOptions,
-    StripSourcesOpt, ThinkingOpt, UseRayOpt, UserOpt, fail, play, report
+    SkipInvalidOpt, StripSourcesOpt, ThinkingOpt, UseRayOpt, UserOpt, fail, play, report
 )
 
 PROFILE_HELP = ("full: every task × repetition scored exactly once, no system error left, else refuse "
@@ -137,6 +137,7 @@ def eval_command(
     max_context: MaxContextOpt = None,
     call_timeout: CallTimeoutOpt = 30.0,
     sampling: SamplingOpt = None,
+    skip_invalid: SkipInvalidOpt = False,
     use_ray: UseRayOpt = False,
     progress: ProgressOpt = True,
 ) -> None:
@@ -166,8 +167,17 @@ def eval_command(
                        max_episode_seconds=max_seconds, max_context=max_context, call_timeout=call_timeout,
                        strip_sources=strip_sources, sampling=sampling).to_spec()
     result = play(spec, RunPlan(output=output, repeat=repeat, errors_output=errors_output, concurrency=concurrency,
-                                retries=retries, seed=seed, progress=progress, use_ray=use_ray))
+                                retries=retries, seed=seed, progress=progress, use_ray=use_ray,
+                                skip_invalid=skip_invalid))
     report(result, repeat, output, exit_on_unresolved=False)
+    if result.load_errors and coverage_profile == "full":
+        for line in result.load_errors[:SHOWN]:
+            typer.echo(f"excluded  {line}", err=True)
+        typer.echo(f"refused: coverage (full): {len(result.load_errors)} dataset entr"
+                   f"{'y' if len(result.load_errors) == 1 else 'ies'} did not load, so the protocol's task set is "
+                   f"incomplete (nothing written to {aggregate_output}; --coverage-profile none aggregates what there is)",
+                   err=True)
+        raise typer.Exit(1)
     errors_output = errors_output or default_errors_path(output)
     expected = expected_from_tasks(list(load_run_dataset(spec).tasks.values()), repeat, str(test_list or dataset))
     paths = [p for p in (output, errors_output) if p.exists()]

@@ -15,7 +15,8 @@ from typing import Annotated, Optional
 import typer
 
 from trainer.run_cli import (
-    POLICY_HELP, ConcurrencyOpt, JudgeOpt, ProgressOpt, PythonOpt, SamplingOpt, SpecOptions, UserOpt, err, out,
+    POLICY_HELP, ConcurrencyOpt, JudgeOpt, ProgressOpt, PythonOpt, SamplingOpt, SkipInvalidOpt, SpecOptions, UserOpt,
+    err, out,
     play, report
 )
 
@@ -45,6 +46,7 @@ def probe_command(
     concurrency: ConcurrencyOpt = 8,
     seed: Annotated[int, typer.Option("--seed", help="Run seed.")] = 0,
     sampling: SamplingOpt = None,
+    skip_invalid: SkipInvalidOpt = False,
     use_ray: Annotated[bool, typer.Option("--ray", help="Spread episodes over a Ray cluster.")] = False,
     progress: ProgressOpt = True,
 ) -> None:
@@ -69,11 +71,11 @@ def probe_command(
     if screen_policy is not None:
         sout = screen_path(output)
         result = play(spec_of(screen_policy), RunPlan(output=sout, repeat=screen_n, concurrency=concurrency, seed=seed,
-                                                      progress=progress, use_ray=use_ray))
+                                                      progress=progress, use_ray=use_ray, skip_invalid=skip_invalid))
         report(result, screen_n, sout, exit_on_unresolved=False)
         only = frozenset(_screened(sout, output.with_name(output.stem + ".screen.json")))
     result = play(spec_of(policy), RunPlan(output=output, repeat=n, concurrency=concurrency, seed=seed,
-                                           progress=progress, use_ray=use_ray, only=only))
+                                           progress=progress, use_ray=use_ray, only=only, skip_invalid=skip_invalid))
     report(result, n, output)
 
 

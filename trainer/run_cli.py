@@ -45,6 +45,8 @@ MaxContextOpt = Annotated[Optional[int], typer.Option("--max-context", help="Bud
 CallTimeoutOpt = Annotated[float, typer.Option("--call-timeout", help="Seconds per tool call (past it: a system error).")]
 UseRayOpt = Annotated[bool, typer.Option("--ray", help="Spread episodes over a Ray cluster (also when RAY_ADDRESS is set).")]
 ProgressOpt = Annotated[bool, typer.Option("--progress/--no-progress", help="Show the progress bar.")]
+SkipInvalidOpt = Annotated[bool, typer.Option("--skip-invalid", help=(
+    "Run the tasks that load when some dataset entries do not (listed); without it any load error is exit 2."))]
 SamplingOpt = Annotated[Optional[Path], typer.Option("--sampling", exists=True, dir_okay=False, help=(
     "Sampling config YAML (temperature, top_k, top_p, max_turn_tokens): the policy's defaults. "
     "Default: configs/sampling.yaml, the one training samples with; a policy spec's options override."))]
@@ -110,19 +112,28 @@ class SpecOptions:
 
 
 def play(spec, plan):
-    """`runner.run(spec, plan)` with its input errors made exit 2 and Ctrl-C exit 130."""
+    """`runner.run(spec, plan)` with its input errors made exit 2 (a dataset's: every one listed,
+    nothing played) and Ctrl-C exit 130."""
     from trainer.env.errors import DatasetError, TaskFormatError
     from trainer.rollout.policy import SpecError
     from trainer.rollout.record import RecordFileError
-    from trainer.rollout.runner import run
+    from trainer.rollout.runner import NothingToRun, run
 
     try:
-        return run(spec, plan, notify=lambda line: err.print(f"error  {line}", markup=False, highlight=False))
-    except (DatasetError, TaskFormatError, SpecError, RecordFileError, KeyError) as e:
+        result = run(spec, plan, notify=lambda line: err.print(f"skipped  {line}", markup=False, highlight=False))
+    except DatasetError as e:
+        for x in e.errors:
+            err.print(f"error  {x}", markup=False, highlight=False)
+        fail(f"error: {len(e.errors)} dataset error(s): nothing was run (--skip-invalid runs the tasks that load)")
+    except (TaskFormatError, SpecError, RecordFileError, NothingToRun, KeyError) as e:
         fail(f"error: {e}")
     except KeyboardInterrupt:
         err.print("interrupted: every finished episode is recorded; rerun the same command to resume")
         raise typer.Exit(130)
+    if result.load_errors:
+        err.print(f"--skip-invalid: {len(result.load_errors)} dataset entr{'y' if len(result.load_errors) == 1 else 'ies'} "
+                  "did not load; their tasks were not run", markup=False, highlight=False)
+    return result
 
 
 def report(result, repeat: int, output: Path, *, exit_on_unresolved: bool = True) -> None:
@@ -171,6 +182,7 @@ def run_command(
     call_timeout: CallTimeoutOpt = 30.0,
     isolate: Annotated[bool, typer.Option("--isolate-tests", help="Run test functions in a subprocess.")] = False,
     sampling: SamplingOpt = None,
+    skip_invalid: SkipInvalidOpt = False,
     use_ray: UseRayOpt = False,
     ray_workers: Annotated[Optional[int], typer.Option("--ray-workers", min=1, help="Ray actors (default: the cluster's CPUs).")] = None,
     progress: ProgressOpt = True,
@@ -197,7 +209,8 @@ def run_command(
                        max_episode_seconds=max_seconds, max_context=max_context, call_timeout=call_timeout,
                        isolate_tests=isolate, strip_sources=strip_sources, sampling=sampling).to_spec()
     result = play(spec, RunPlan(output=output, repeat=repeat, errors_output=errors_output, concurrency=concurrency,
-                                retries=retries, seed=seed, progress=progress, use_ray=use_ray, ray_workers=ray_workers))
+                                retries=retries, seed=seed, progress=progress, use_ray=use_ray, ray_workers=ray_workers,
+                                skip_invalid=skip_invalid))
     report(result, repeat, output)
 
 

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Sequence
 
+from trainer.env.errors import DatasetError
 from trainer.env.taskformat.tasks import Task
 from trainer.rollout.episode import EpisodeSetup, run_episode
 from trainer.rollout.policy import stable_seed
@@ -98,6 +99,7 @@ class RunPlan:
     use_ray: bool = False  # spread episodes over a Ray cluster (also when RAY_ADDRESS is set)
     ray_workers: int | None = None  # Ray actors (default: the cluster's CPUs)
     only: frozenset[str] | None = None  # play only these uids
+    skip_invalid: bool = False  # run the tasks that load when some entries do not (else: refuse)
 
 
 @dataclass
@@ -290,20 +292,31 @@ class RayExecute:
 
 # ---------------------------------------------------------------------------- the assembly
 
+class NothingToRun(ValueError):
+    """A run whose dataset (or test list, or `only`) leaves no task to play."""
+
+
 def run(spec: RunSpec, plan: RunPlan, *, notify: Callable[[str], None] | None = None) -> RunResult:
     """Play a run (module docstring): load, build, play (here or on Ray), resume, close.
 
-    Raises what the inputs cause, before any episode: `DatasetError` / `TaskFormatError` (the
-    dataset), `SpecError` (a policy, user or judge spec), `KeyError` (an agent name),
-    `RecordFileError` (an output that is not a records file). `notify` gets a line per dataset
-    entry that did not load (those tasks are left out)."""
+    Raises what the inputs cause, before any episode: `DatasetError` (every dataset entry that did
+    not load: task files, scenarios, test-list entries, each with its file and line; with
+    `plan.skip_invalid` the rest runs and `notify` gets a line per error), `TaskFormatError`,
+    `NothingToRun`, `SpecError` (a policy, user or judge spec), `KeyError` (an agent name),
+    `RecordFileError` (an output that is not a records file)."""
     ds = load_run_dataset(spec)
+    if ds.errors and not plan.skip_invalid:
+        raise DatasetError(list(ds.errors))
     load_errors = [str(e) for e in ds.errors]
     for line in load_errors:
         if notify is not None:
             notify(line)
-    setup = build_setup(spec, ds)
     tasks = [t for t in ds.tasks.values() if not t.skip and (plan.only is None or t.uid in plan.only)]
+    if not tasks and plan.only != frozenset():
+        raise NothingToRun(f"{spec.test_list or spec.dataset}: no task to run"
+                           + (f" ({len(ds.errors)} entr{'y' if len(ds.errors) == 1 else 'ies'} did not load)"
+                              if ds.errors else ""))
+    setup = build_setup(spec, ds)
     ray_exec = None
     try:
         if plan.use_ray or os.environ.get("RAY_ADDRESS"):
@@ -327,4 +340,4 @@ def run(spec: RunSpec, plan: RunPlan, *, notify: Callable[[str], None] | None = 
 
 
 __all__ = ["EpisodeWorker", "Execute", "RayExecute", "RunPlan", "RunResult", "default_errors_path", "episode_seed",
-           "local_execute", "play_with_retries", "run", "run_episodes", "step_seed"]
+           "local_execute", "NothingToRun", "play_with_retries", "run", "run_episodes", "step_seed"]

@@ -116,7 +116,7 @@ def test_config_and_state_errors_name_the_field(tmp_path):
         DifficultyState.load(bad)
     csv_path = tmp_path / "bands.csv"
     csv_path.write_text("uid,n\nx,3\n")
-    with pytest.raises(DifficultyError, match=r"bands\.csv: no column\(s\) k"):
+    with pytest.raises(DifficultyError, match=r"bands\.csv: line 1: missing column\(s\) k \("):
         read_probe_counts(csv_path)
 
 

@@ -20,7 +20,9 @@ from trainer.env.grading.chat_types import Text
 from trainer.env.grading.context import Judge, JudgeUnavailable, TestContext
 from trainer.env.golden import ReplayJudge
 from trainer.env.grading.grader import answer_for_child, grade
-from trainer.env.grading.judge import ChatJudge, JudgeConfig, parse_motivation, parse_yesno
+from trainer.env.grading.judge import (
+    STRICTER, ChatJudge, JudgeAmbiguous, JudgeConfig, parse_motivation, parse_yesno, read_verdict
+)
 from trainer.env.taskformat.tasks import load_dataset
 
 KEY = "sk-test-do-not-leak-1234"
@@ -69,46 +71,48 @@ def judge_at(url, **kw):
 
 
 @pytest.mark.parametrize("answer,expected", [
-    ("yes", True), ("Yes.", True), ("YES", True), ("**Yes**", True), ("I think the answer is yes", True),
-    ("no", False), ("No.", False), ("", False), ("   ", False), ("maybe", False), ("yesterday", False),
-    ("Yes, no", True), ("no, yes", True), ("the answer: no", False), (None, False),
+    ("yes", True), ("Yes.", True), ("YES", True), ("**Yes**", True), (" 'Yes!' ", True), ("no", False),
+    ("No.", False), ("**No**", False), ("I think the answer is yes", None), ("", None), ("   ", None),
+    ("maybe", None), ("yesterday", None), ("Yes, no", None), ("no, yes", None), ("the answer: no", None),
+    ("No — it never said yes", None), ("Yes, but no", None), ('{"answer": "No, definitely not yes"}', None),
+    (None, None), ("nothing", None),
 ])
-def test_parse_yesno_fails_closed(answer, expected):
-    assert parse_yesno(answer) is expected
-
-
-@pytest.mark.parametrize("answer,expected", [
-    ("no", True), ("No.", True), ("**No**", True), ("the answer is no", True),
-    ("", False), (None, False), ("maybe", False), ("yes", False), ("No, yes", False), ("nothing", False),
-])
-def test_a_clear_no_is_needed_for_no(answer, expected):
-    assert parse_yesno(answer, expect=False) is expected
+def test_only_one_verdict_word_is_a_verdict(answer, expected):
+    assert read_verdict(answer) is expected
+    assert parse_yesno(answer) is (expected is True) and parse_yesno(answer, expect=False) is (expected is False)
 
 
 @pytest.mark.parametrize("reply,expected", [
     ('{"motivation": "It names it.", "answer": "Yes"}', {"answer": True, "motivation": "It names it."}),
     ('```json\n{"answer": "No", "motivation": "It does not."}\n```', {"answer": False, "motivation": "It does not."}),
-    ("{'answer': 'Yes', 'motivation': 'x'}", None),  # single-quoted values are not JSON: No
+    ("{'answer': 'Yes', 'motivation': 'x'}", None),  # single-quoted values are not JSON: unreadable
     ("{'answer': \"Yes\", 'motivation': \"ok\"}", {"answer": True, "motivation": "ok"}),
     ('{answer: "yes.", motivation: "ok"}', {"answer": True, "motivation": "ok"}),
     ('{"motivation": "says, answer: yes", "answer": "no"}', {"answer": False, "motivation": "says, answer: yes"}),
     ('{"motivation": "no answer key"}', None), ('{"answer": true}', None), ('{"answer": "Yes"', None),
     ("Yes", None), ("", None), (None, None), ("[]", None),
+    ('{"answer": "Yes, but no", "motivation": "hedge"}', {"answer": None, "motivation": "hedge"}),
 ])
 def test_parse_motivation_fails_closed(reply, expected):
     got = parse_motivation(reply)
     if expected is None:
-        assert got["answer"] is False and got["motivation"].startswith("unreadable judge reply")
+        assert got["answer"] is None and got["motivation"].startswith("unreadable judge reply")
     else:
         assert got == expected
 
 
 def test_asks_the_endpoint_and_parses(endpoint):
     url, script = endpoint
-    script.replies = [chat("Yes."), chat("no"), chat("maybe"), chat("The text is a greeting of sorts.")]
+    script.replies = [chat("Yes."), chat("no"), chat("maybe"), chat("No"), chat("The text is a greeting."),
+                      chat("Yes, but no")]
     j = judge_at(url)
     assert j.text_yesno("hello there", "Is it a greeting?") is True
-    assert [j.text_yesno("t", "q") for _ in range(3)] == [False] * 3  # no, unreadable, rambling
+    assert j.text_yesno("t", "q") is False
+    assert j.text_yesno("t", "q") is False  # ambiguous, asked again more strictly: a clear no
+    with pytest.raises(JudgeAmbiguous, match="asked twice.*'The text is a greeting.'.*'Yes, but no'"):
+        j.text_yesno("t", "q")  # ambiguous twice
+    assert STRICTER.strip() in script.requests[3]["body"]["messages"][0]["content"]
+    assert STRICTER.strip() not in script.requests[2]["body"]["messages"][0]["content"]
     req = script.requests[0]
     assert req["path"] == "/v1/chat/completions" and req["auth"] == f"Bearer {KEY}"
     assert req["body"]["model"] == "judge-m" and req["body"]["temperature"] == 0
@@ -236,7 +240,7 @@ def test_every_method_asks_the_endpoint(endpoint):
     assert j.no_repeat("fresh", ["old a", "old b"]) is True  # one comparison per earlier text
     assert len(script.requests) == n + 2 and "<second>\nold b\n</second>" in sent(script)[1][1]
     assert j.no_repeat("fresh", []) is True and len(script.requests) == n + 2  # nothing to repeat: no question
-    script.replies = [chat("Yes, it does")]
+    script.replies = [chat("Yes")]
     assert j.no_repeat("old a", ["old a", "never asked"]) is False and len(script.requests) == n + 3
 
     script.replies = [chat('{"motivation": "It names the note.", "answer": "Yes"}')]
@@ -252,18 +256,55 @@ def test_every_method_asks_the_endpoint(endpoint):
     assert j._get_text_completion([{"role": "user", "content": "plain dict"}]).content == "ok"
 
 
-@pytest.mark.parametrize("reply", [chat("maybe"), chat("It is hard to say from this text alone"), chat("[]")])
-def test_every_method_fails_closed_on_an_unreadable_answer(endpoint, reply):
+@pytest.mark.parametrize("reply", [chat("maybe"), chat("It is hard to say from this text alone"), chat("[]"),
+                                   chat("No — it never said yes"), chat("Yes, but no")])
+def test_every_method_is_ambiguous_on_an_unreadable_answer_twice(endpoint, reply):
+    """Asked again with the stricter instruction, still unreadable: `JudgeAmbiguous`, whichever
+    way the test would read the bool (the grader makes it a failed check)."""
     url, script = endpoint
     j = judge_at(url)
-    script.replies = [reply] * 7
-    assert j.text_yesno("t", "q") is False
-    assert j.evaluate_bool("s", "u") is False
-    assert j.yesno("q") is False
-    assert j.compare_yesno("a", "b", "q") is False
-    assert j.no_repeat("a", ["b"]) is False  # not a clear "no": not a pass either
-    assert j.text_yesno_with_motivation("t", "q")["answer"] is False
+    script.replies = [reply] * 13
+    for method in ("text_yesno", "evaluate_bool", "yesno", "compare_yesno", "no_repeat", "text_yesno_with_motivation"):
+        n = len(script.requests)
+        with pytest.raises(JudgeAmbiguous, match="asked twice"):
+            CALLS[method](j)
+        assert len(script.requests) == n + 2
     assert j._get_text_completion([Text("user", "u")]).content == reply[1]["choices"][0]["message"]["content"]
+
+
+def test_an_ambiguous_answer_fails_the_check_never_a_system_error(endpoint):
+    """A judge answering "No — it never said yes" twice: the judged task fails (scored 0, the raw
+    replies recorded); "Yes" passes; the same in an isolated child."""
+    url, script = endpoint
+    task = load_dataset(Path(__file__).parent / "fixtures/datasets/grading").tasks["grading_cases.py:test_asks_judge"]
+    for isolate in (False, True):
+        script.replies = [chat("No — it never said yes")] * 2
+        v = grade(task, TestContext(response="thanks!"), judge_at(url, retries=0), isolate=isolate)
+        assert (v.passed, v.reward, v.system_error) == (False, 0.0, None), v
+        assert v.explanation.startswith("judge answer ambiguous")
+        assert v.judge_calls == [{"question": "Is the reply polite?", "answer": None,
+                                  "ambiguous": ["No — it never said yes"] * 2}]
+        script.replies = [chat("Yes, polite."), chat("Yes")]
+        v = grade(task, TestContext(response="thanks!"), judge_at(url, retries=0), isolate=isolate)
+        assert v.passed and v.judge_calls == [{"question": "Is the reply polite?", "answer": True}]
+
+
+def test_a_test_that_swallows_the_ambiguity_still_fails():
+    class Hedging(Judge):
+        def _get_text_completion(self, messages):
+            return Text(role="assistant", content="Yes, but no")
+
+    def check(ctx, judge):
+        try:
+            judge.yesno("Did it?")
+        except Exception:
+            pass  # a test that catches everything must not turn a confused judge into a pass
+
+    from types import SimpleNamespace
+
+    task = SimpleNamespace(scenario=SimpleNamespace(fixtures={}), file="swallow.py", test_function=lambda: check)
+    v = grade(task, TestContext(response="x"), Hedging())
+    assert not v.passed and v.system_error is None and v.explanation.startswith("judge answer ambiguous")
 
 
 @pytest.mark.parametrize("method", ["text_yesno", "evaluate_bool", "yesno", "compare_yesno", "no_repeat",
@@ -344,7 +385,7 @@ def test_a_dataset_file_calling_every_method_grades_against_the_judge(endpoint, 
     assert v.judge_calls == [{"question": q, "answer": a} for q, a in zip(QUESTIONS, [True, True, True, True])]
     assert sent(script, -4)[1] == ("user", QUESTIONS[0]) and "Which label?" in sent(script)[1][1]
 
-    script.replies = [chat("Yes"), chat("Yes"), chat("Yes"), chat("Yes, it repeats")]
+    script.replies = [chat("Yes"), chat("Yes"), chat("Yes"), chat("Yes, it repeats"), chat("Yes")]
     v = grade(tbjudge["tbjudge_calls.py:test_judged_confirmation"], episode(), j, isolate=isolate)
     assert (v.passed, v.system_error, v.explanation) == (False, None, "repeats an earlier reply")
 
@@ -358,9 +399,9 @@ def test_a_dataset_file_calling_every_method_grades_against_the_judge(endpoint, 
     script.replies = [motivated, chat("two")]  # an unreadable score is the file's 0
     v = grade(tbjudge["tbjudge_calls.py:test_scored_reply"], episode(), j, isolate=isolate)
     assert (v.passed, v.reward, v.system_error) == (False, 0.0, None)
-    script.replies = [chat("not json")]
+    script.replies = [chat("not json")] * 2  # unreadable, and again when asked more strictly: a failed check
     v = grade(tbjudge["tbjudge_calls.py:test_scored_reply"], episode(), j, isolate=isolate)
-    assert (v.passed, v.system_error) == (False, None) and v.explanation.startswith("judge: unreadable judge reply")
+    assert (v.passed, v.system_error) == (False, None) and v.explanation.startswith("judge answer ambiguous")
     assert j.drain_decisions() == []  # the decisions were the grading's, not the shared judge's
 
     script.replies = [chat("Yes"), (500, "down")]

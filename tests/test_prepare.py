@@ -607,11 +607,12 @@ def test_unreadable_lines_are_reported_with_file_and_line_and_the_rest_is_used(s
     p.write_bytes(b"".join(bad))
     res = prepare(PrepareConfig(probes=[p], datasets=[SAMPLES], out_dir=tmp_path / "o"))
     problems = res.summary["problems"]
-    assert problems == [f"{p}:3: not JSON",
-                        f"{p}:7: not a probe record (ValueError: uid is not a string)",
-                        f"{p}:8: not a probe record (KeyError: 'uid')",
-                        f"{p}:9: not a probe record (ValueError: test_result is not an object)",
-                        f"{p}:10: not JSON", f"{p}:11: not JSON"]
+    uid = "uid: expected the task uid ('file.py:test_name'), got"
+    assert problems == [f"{p}:3: not JSON (Expecting value: line 1 column 1 (char 0))",
+                        f"{p}:7: {uid} 5", f"{p}:8: {uid} None",
+                        f"{p}:9: test_result: expected {{result, reward, is_system_error}}",
+                        f"{p}:10: not JSON (Expecting value: line 1 column 1 (char 0))",
+                        f"{p}:11: not JSON (Expecting property name enclosed in double quotes: line 1 column 14 (char 13))"]
     clean = by_uid(read_csv(prepared[1] / "bands.csv"))
     rows = by_uid(read_csv(tmp_path / "o" / "bands.csv"))
     for uid, row in rows.items():
@@ -711,7 +712,7 @@ def test_tb_infer_records_band_like_ours(sample_probes, prepared, tmp_path):
     mixed.write_bytes(sample_probes.read_bytes() + p.read_bytes())
     report = tally_probes([mixed], load_dataset(SAMPLES).tasks)
     assert report.duplicates == EPISODES
-    assert {u: (t.n, t.k) for u, t in report.tallies.items()} == {u: (N, int(r["k"])) for u, r in ours.items()}
+    assert {u: (t.n, t.c) for u, t in report.tallies.items()} == {u: (N, int(r["k"])) for u, r in ours.items()}
 
 
 # ---------------------------------------------------------------------------- exclusions

@@ -1,8 +1,10 @@
 """Run a task's test function on an episode's end state and turn the outcome into a `Verdict`.
 
-Rules (TASK_FORMAT.md §3): no exception → pass, reward 1.0; a returned number → that reward
+Rules (docs/sandbox.md, "Verdicts"): no exception → pass, reward 1.0; a returned number → that reward
 (clamped to [0, 1]; passed when it is 1.0); `AssertionError` → fail, reward 0.0, its message is
-the explanation; any other exception (a `JudgeUnavailable` included) → a **system error**: the
+the explanation; a judge answer that stays ambiguous (`JudgeAmbiguous`, see judge.py) → fail,
+reward 0.0, explained as "judge answer ambiguous" with the raw replies in `judge_calls`, even when
+the test catches it; any other exception (a `JudgeUnavailable` included) → a **system error**: the
 infrastructure failed, the agent was not judged, nothing is scored.
 
 By default the test runs in this process (its file was compiled once by the loader:
@@ -30,7 +32,7 @@ from typing import Any
 
 from trainer.env.grading.chat_types import Text, as_messages
 from trainer.env.grading.context import Judge, TestContext, ToolCall, ToolCallRecord
-from trainer.env.grading.judge import ASKING_METHODS, JudgeUnavailable
+from trainer.env.grading.judge import ASKING_METHODS, JudgeAmbiguous, JudgeUnavailable
 from trainer.env.grading.testcode import failure_line
 
 SUBPROCESS_TIMEOUT_S = 120.0
@@ -46,7 +48,8 @@ class Verdict:
     explanation:  the assertion message (or the failure's repr when it has none), the system
                   error's traceback summary, or "" on a pass
     lineno:       line in the test file where the failure was raised (None on a pass)
-    judge_calls:  every judge question asked, in order, `[{"question", "answer"}]`: answer True or
+    judge_calls:  every judge question asked, in order, `[{"question", "answer"}]` (an ambiguous
+                  one: answer None and `"ambiguous"`: the raw replies): answer True or
                   False for a yes/no question (plus "motivation" when asked for one), the reply
                   text for a free-form completion, None when not evaluated (golden replay); the
                   question of `evaluate_bool` is its user prompt, of a completion its last message
@@ -87,6 +90,7 @@ class _RecordingJudge(Judge):
         self.inner = inner
         self.evaluates = getattr(inner, "evaluates", True)
         self.calls: list[dict[str, Any]] = []
+        self.ambiguous: JudgeAmbiguous | None = None  # the first ambiguous answer (the check fails)
 
     def text_yesno(self, text: str, question: str) -> bool:
         return self._ask("text_yesno", question, text, question)
@@ -120,7 +124,12 @@ class _RecordingJudge(Judge):
                 raise JudgeUnavailable("golden replay asks no judge, and a free-form judge completion "
                                        "(custom scoring) cannot be answered without one")
             return dict(_NOT_EVALUATED) if method == "_motivated" else True
-        answer = getattr(self.inner, method)(*args)
+        try:
+            answer = getattr(self.inner, method)(*args)
+        except JudgeAmbiguous as e:
+            self.calls.append({"question": question, "answer": None, "ambiguous": list(e.replies)})
+            self.ambiguous = self.ambiguous or e
+            raise
         # a motivated decision is kept whole; a completion by its text
         text = answer.content if isinstance(answer, Text) else answer
         shown = answer if isinstance(answer, dict) else {"answer": text}
@@ -135,13 +144,17 @@ def _outcome(fn: Any, ctx: TestContext, judge: Judge, fixtures: dict[str, Any], 
     rec = _RecordingJudge(judge)
     try:
         value = fn(**_arguments(fn, ctx, rec, fixtures))
-    except AssertionError as e:
-        msg = str(e) or repr(e)
-        return Verdict(False, 0.0, None, msg, failure_line(e.__traceback__, filename), rec.calls)
-    except Exception as e:  # anything else is infrastructure, not the agent
+    except Exception as e:
+        line = failure_line(e.__traceback__, filename)
+        if rec.ambiguous is not None:  # fail closed, whatever the test did with it
+            return Verdict(False, 0.0, None, str(rec.ambiguous), line, rec.calls)
+        if isinstance(e, AssertionError):
+            return Verdict(False, 0.0, None, str(e) or repr(e), line, rec.calls)
+        # anything else is infrastructure, not the agent
         tb = "".join(traceback.format_exception(type(e), e, e.__traceback__, limit=-3)).strip()
-        return Verdict(False, 0.0, f"{type(e).__name__}: {e}", tb, failure_line(e.__traceback__, filename),
-                       rec.calls)
+        return Verdict(False, 0.0, f"{type(e).__name__}: {e}", tb, line, rec.calls)
+    if rec.ambiguous is not None:  # the test caught it and went on: still a failed check
+        return Verdict(False, 0.0, None, str(rec.ambiguous), None, rec.calls)
     if value is None or isinstance(value, bool) and value:
         return Verdict(True, 1.0, judge_calls=rec.calls)
     if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
@@ -156,7 +169,7 @@ def _outcome(fn: Any, ctx: TestContext, judge: Judge, fixtures: dict[str, Any], 
 
 def _arguments(fn: Any, ctx: TestContext, judge: Judge, fixtures: dict[str, Any]) -> dict[str, Any]:
     """First parameter: the context; `judge` (or the second): the judge; others: scenario
-    fixtures by name (TASK_FORMAT.md §3)."""
+    fixtures by name (docs/tasks.md, "What a test function receives")."""
     code = fn.__code__
     names = code.co_varnames[:code.co_argcount]
     optional = set(names[len(names) - len(fn.__defaults__ or ()):])
@@ -253,6 +266,8 @@ def answer_for_child(judge: Judge, ask: Any) -> str:
         if method == "_get_text_completion":
             args = [as_messages(args[0])]
         return json.dumps({"answer": getattr(judge, method)(*args)}, default=_encode)
+    except JudgeAmbiguous as e:
+        return json.dumps({"ambiguous": {"question": e.question, "replies": e.replies}})
     except Exception as e:
         return json.dumps({"error": f"{type(e).__name__}: {e}"})
 
@@ -276,6 +291,8 @@ class _PipeJudge(Judge):
         self.out.write(json.dumps({"judge": {"method": method, "args": args}}, default=_encode) + "\n")
         self.out.flush()
         reply = json.loads(sys.stdin.readline() or "{}")
+        if "ambiguous" in reply:
+            raise JudgeAmbiguous(reply["ambiguous"]["question"], reply["ambiguous"]["replies"])
         if "answer" not in reply:
             raise JudgeUnavailable(reply.get("error", "no answer from the parent process"))
         return as_messages([reply["answer"]])[0] if method == "_get_text_completion" else reply["answer"]

@@ -1,6 +1,6 @@
 """The judge a test asks (the ThinkingBox framework's `Judge` API), and an LLM behind it.
 
-`Judge` has the framework's methods and meanings (TASK_FORMAT.md §3):
+`Judge` has the framework's methods and meanings (docs/sandbox.md, "The judge"):
 
     text_yesno(text, question) -> bool            a question about a text
     evaluate_bool(system, user) -> bool           the test's own system and user prompts
@@ -16,11 +16,15 @@ class has none (asking it raises `JudgeUnavailable`, a system error), `ChatJudge
 OpenAI-compatible endpoint. Quoted texts are tag-encoded (`safe_tag_encode`) so they cannot close
 the prompt's tags; questions are not. The prompts are ours.
 
-Ours is stricter than the framework in one way: it fails closed. `parse_yesno` is the only reader
-of an answer: yes when the first or last word is "yes" (after stripping `.,;:` and the like), and
-a malformed or rambling answer is never a pass. So `no_repeat` needs a clear "no" to each
-comparison (the framework reads an unreadable one as "does not repeat"), and a motivated answer
-that is not a JSON object with a string "answer" is No.
+Ours is stricter than the framework in one way: it fails closed. `read_verdict` is the only reader
+of an answer, and it reads only an unambiguous one: the reply is one verdict word, "Yes" or "No"
+(case, surrounding white space, quotes, markdown emphasis and a final `.`/`!` aside). "Yes, but
+no", "No — it never said yes", a hedge, or both words are ambiguous: the question is asked once
+more with a stricter instruction (`STRICTER`), and an answer still ambiguous raises
+`JudgeAmbiguous`, which the grader turns into a failed check (a scored 0 explained as "judge answer
+ambiguous", with the raw replies), never a system error: a policy must not be able to dodge a 0
+by confusing the judge. So `no_repeat` needs a clear "no" to each comparison, and a motivated
+answer is a JSON object whose "answer" is one verdict word.
 
 No answer at all is the endpoint's fault, not the model's No: `ChatJudge` retries an HTTP 200
 whose body is not a chat completion (not JSON, no `choices[0].message`) or whose first choice
@@ -61,6 +65,10 @@ MOTIVATION_SYSTEM = ("You are a careful grader. You are shown a text between <te
                      'Reply with one JSON object and nothing else: {"motivation": "why, in one or two '
                      'sentences", "answer": "Yes" or "No"}')
 REPEATS_QUESTION = "Does the first text repeat what the second text says?"
+STRICTER = (" Your previous reply could not be read as a verdict. Reply with exactly one word, Yes or No, "
+            "and nothing else.")
+STRICTER_MOTIVATED = (" Your previous reply could not be read as a verdict. The \"answer\" must be exactly one "
+                      "word: \"Yes\" or \"No\".")
 
 # The methods that ask the model. They keep no state, so one judge may answer them for many tests
 # at once; the rest (the decision log) belongs to the judge object a test holds.
@@ -77,25 +85,41 @@ def safe_tag_encode(text: str) -> str:
     return text.replace("<", "&lt;").replace(">", "&gt;")
 
 
-_STRIP = ".,;:!\n\r\t \"'*`"
+
+
+_VERDICT_NOISE = " \t\r\n\"'`*_.!"
+
+
+def read_verdict(answer: str | None) -> bool | None:
+    """True for an unambiguous yes, False for an unambiguous no, None for anything else (module
+    docstring): the reply must be the one verdict word, give or take quotes, emphasis, white
+    space and a final full stop."""
+    word = (answer or "").strip(_VERDICT_NOISE).lower()
+    return True if word == "yes" else False if word == "no" else None
+
+
+class JudgeAmbiguous(Exception):
+    """The judge's answer was not one verdict word, twice: the check fails (a scored 0)."""
+
+    def __init__(self, question: str, replies: list[str]):
+        self.question, self.replies = question, replies
+        super().__init__(f"judge answer ambiguous (asked twice): {question[:200]!r}; replies "
+                         + ", ".join(repr(r[:200]) for r in replies))
 
 
 def parse_yesno(answer: str | None, expect: bool = True) -> bool:
-    """Whether `answer` clearly says yes (`expect=True`: its first or last word is "yes") or clearly
-    says no (`expect=False`: its first or last word is "no" and it does not say yes). Anything
+    """Whether `answer` unambiguously says yes (`expect=True`) or no (`expect=False`); anything
     else is False either way, so an unreadable answer never passes, whichever way a test asks."""
-    words = [w for w in (w.strip(_STRIP).lower() for w in (answer or "").split()) if w]
-    ends = {words[0], words[-1]} if words else set()
-    return "yes" in ends if expect else "no" in ends and "yes" not in ends
+    return read_verdict(answer) is expect
 
 
 _KEY = re.compile(r"""(?<=[{,])(\s*)'?(answer|motivation)'?(\s*):""")
 
 
 def parse_motivation(reply: str | None) -> dict[str, Any]:
-    """`{"answer": bool, "motivation": str}` from a reply holding one JSON object (bare or single-
-    quoted `answer`/`motivation` keys are accepted, as are text and code fences around it). No
-    object, or no string "answer", reads as No with the motivation saying so."""
+    """`{"answer": bool | None, "motivation": str}` from a reply holding one JSON object (bare or
+    single-quoted `answer`/`motivation` keys are accepted, as are text and code fences around it);
+    `answer` None: no object, no string "answer", or one that is not a single verdict word."""
     text = reply or ""
     body = text[text.find("{"):text.rfind("}") + 1]
     obj = None
@@ -106,8 +130,8 @@ def parse_motivation(reply: str | None) -> dict[str, Any]:
         except json.JSONDecodeError:
             continue
     if not isinstance(obj, dict) or not isinstance(obj.get("answer"), str):
-        return {"answer": False, "motivation": f"unreadable judge reply: {text[:200]!r}"}
-    return {"answer": parse_yesno(obj["answer"]), "motivation": str(obj.get("motivation") or "")}
+        return {"answer": None, "motivation": f"unreadable judge reply: {text[:200]!r}"}
+    return {"answer": read_verdict(obj["answer"]), "motivation": str(obj.get("motivation") or "")}
 
 
 def _quoted(question: str, **texts: str) -> str:
@@ -131,21 +155,21 @@ class Judge:
         raise JudgeUnavailable("no judge is configured, but this test asks one")
 
     def text_yesno(self, text: str, question: str) -> bool:
-        return parse_yesno(self._reply(TEXT_SYSTEM, _quoted(question, text=text)))
+        return self._verdict(TEXT_SYSTEM, _quoted(question, text=text), question)
 
     def evaluate_bool(self, system: str, user: str) -> bool:
-        return parse_yesno(self._reply(system, user))
+        return self._verdict(system, user, user)
 
     def yesno(self, question: str) -> bool:
-        return parse_yesno(self._reply(YESNO_SYSTEM, question))
+        return self._verdict(YESNO_SYSTEM, question, question)
 
     def compare_yesno(self, first: str, second: str, question: str) -> bool:
-        return parse_yesno(self._reply(COMPARE_SYSTEM, _quoted(question, first=first, second=second)))
+        return self._verdict(COMPARE_SYSTEM, _quoted(question, first=first, second=second), question)
 
     def no_repeat(self, first: str, second_list: list[str]) -> bool:
-        # each comparison must be a clear no: an unreadable answer is not "does not repeat"
-        return all(parse_yesno(self._reply(COMPARE_SYSTEM, _quoted(REPEATS_QUESTION, first=first, second=s)),
-                               expect=False) for s in second_list)
+        # each comparison must be a clear no: an ambiguous answer raises, it is not "does not repeat"
+        return not any(self._verdict(COMPARE_SYSTEM, _quoted(REPEATS_QUESTION, first=first, second=s), REPEATS_QUESTION)
+                       for s in second_list)
 
     def text_yesno_with_motivation(self, text: str, question: str) -> dict[str, Any]:
         decision = self._motivated(text, question)
@@ -159,7 +183,26 @@ class Judge:
         return out
 
     def _motivated(self, text: str, question: str) -> dict[str, Any]:
-        return parse_motivation(self._reply(MOTIVATION_SYSTEM, _quoted(question, text=text)))
+        user = _quoted(question, text=text)
+        replies = [self._reply(MOTIVATION_SYSTEM, user)]
+        decision = parse_motivation(replies[0])
+        if decision["answer"] is None:
+            replies.append(self._reply(MOTIVATION_SYSTEM + STRICTER_MOTIVATED, user))
+            decision = parse_motivation(replies[1])
+        if decision["answer"] is None:
+            raise JudgeAmbiguous(question, replies)
+        return decision
+
+    def _verdict(self, system: str, user: str, question: str) -> bool:
+        """One yes/no question: asked, and once more with `STRICTER` when the reply is ambiguous."""
+        replies = [self._reply(system, user)]
+        verdict = read_verdict(replies[0])
+        if verdict is None:
+            replies.append(self._reply(system + STRICTER, user))
+            verdict = read_verdict(replies[1])
+        if verdict is None:
+            raise JudgeAmbiguous(question, replies)
+        return verdict
 
     def _reply(self, system: str, user: str) -> str:
         return self._get_text_completion([Text(role="system", content=system),
@@ -274,4 +317,4 @@ def judge_from_env() -> Judge:
 
 
 __all__ = ["ASKING_METHODS", "ChatJudge", "Judge", "JudgeConfig", "JudgeUnavailable", "judge_from_env",
-           "parse_motivation", "parse_yesno", "safe_tag_encode"]
+           "JudgeAmbiguous", "parse_motivation", "parse_yesno", "read_verdict", "safe_tag_encode"]

@@ -1,4 +1,4 @@
-"""The grader's rules (TASK_FORMAT.md §3) on a real fixture dataset, in-process and isolated."""
+"""The grader's rules (docs/sandbox.md, "Verdicts"; the arguments: docs/tasks.md) on a real fixture dataset, in-process and isolated."""
 
 from __future__ import annotations
 

@@ -45,7 +45,7 @@ MODULES = sorted(p for p in ROOT.rglob("*.py") if p.name != "__init__.py" or p.p
 
 def test_every_package_has_a_layer():
     packages = {p.name for p in ROOT.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
-    assert packages == set(LAYER), "a new package under trainer/: give it a layer here (and in DEVELOPERS.md's order)"
+    assert packages == set(LAYER), "a new package under trainer/: give it a layer here (and in README.md's Layers section)"
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(ROOT)))

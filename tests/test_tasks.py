@@ -1,4 +1,4 @@
-"""The ThinkingBox task loader against TASK_FORMAT.md §1–3, on real mini-datasets on disk."""
+"""The ThinkingBox task loader against docs/tasks.md (layout, scenarios, rules), on real mini-datasets on disk."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ records that must be right and then asserts nothing else changed:
 
 A trap task (nothing may change) ends with `assert_unchanged(fx)` and `ask_judge(fx, x, judge)`.
 
-`fx` is the dict a server's `__reserved__geteffects` returned (TASK_FORMAT.md §4). Ids compare
+`fx` is the dict a server's `__reserved__geteffects` returned (docs/sandbox.md, "The server protocol"). Ids compare
 as text, so `7` and `"7"` find the same row. Fields the domain declares unstable
 (`fx["unstable_fields"]`) are ignored by the collateral check.
 """

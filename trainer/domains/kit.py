@@ -17,7 +17,7 @@ Determinism: ids come from `Session.next_id` (max existing + 1) and time from `S
 (the domain's fixed clock, or `now` in the server config), so a golden replay and an agent run
 that make the same writes produce the same rows.
 
-Sessions speak the reserved-tool protocol (TASK_FORMAT.md §4):
+Sessions speak the reserved-tool protocol (docs/sandbox.md, "The server protocol"):
 - `__reserved__init(config, session_id=None)`: fresh private database, `data_patch` upserted by
   id, `golden_test_case` / `rubrics` / `rubrics_yesno` stored → `{"status": "ok", "domain": name}`
   (a bad patch → `{"status": "error", "message": ...}`, which fails session creation);

@@ -1,7 +1,7 @@
 """One episode: the agent–user loop on a fresh sandbox, then effects -> verdict -> teardown.
 
 The one implementation behind `tbt run`, probes, evaluation and the verl agent loop; each writes
-the `EpisodeRecord` it returns. Semantics (TASK_FORMAT.md §5, ThinkingBox's):
+the `EpisodeRecord` it returns. Semantics (ThinkingBox's; docs/episodes.md, "One episode"):
 
 - The prompt is the task's (system 1: agent instructions; system 2: scenario + test bot
   instructions; history; the query as the first user message), rendered by tb_interpret for the
@@ -70,7 +70,7 @@ class EpisodeConfig:
     call_timeout: float = 30.0  # one tool call (a hang past it is a system error)
     open_timeout: float = 60.0  # opening a server session
     isolate_tests: bool = False  # run test functions in a subprocess (untrusted datasets)
-    strip_sources: bool = False  # drop world_state `sources` (TASK_FORMAT.md §6)
+    strip_sources: bool = False  # drop world_state `sources` (docs/sandbox.md, knowledge bases)
     max_agent_turns: int | None = 200  # the agent-turn cap of a task that sets no max_agent_sim_turns
 
 

@@ -122,7 +122,7 @@ _TB_PASS_WORDS = {"pass", "passed", "success", "succeeded", "ok", "true"}
 
 def tb_result_passed(result: Any, reward: Any) -> bool:
     """Whether a ThinkingBox framework record's `test_result` says the task passed (`tb infer`
-    JSONL, TASK_FORMAT.md §7): `result` true (or "pass", "passed", "success", ...) or >= 1, or a
+    JSONL; docs/data-preparation.md, "Probe records"): `result` true (or "pass", "passed", "success", ...) or >= 1, or a
     reward of 1. The one reader of that field (probes and evaluation use it)."""
     if isinstance(result, bool):
         return result

@@ -1,4 +1,4 @@
-"""The simulated user: who answers the agent's visible text (TASK_FORMAT.md §5).
+"""The simulated user: who answers the agent's visible text (docs/episodes.md, "Simulated user").
 
     scripted[:k=v]               replies from the task's user context, no model (tests, synthetic runs)
     openai:URL#MODEL[,k=v,...]   an OpenAI-compatible chat endpoint with the stateless prompt below

@@ -5,7 +5,7 @@ session opens a `Database`, a private in-memory copy made with `Connection.deser
 (tens of microseconds; nothing is shared, so sessions cannot see each other's writes). A
 test's `data_patch` (`{table: [rows]}`) is applied as an upsert by `id`.
 
-Canonical state (TASK_FORMAT.md §4): `{table: [row, ...]}` over the domain's tables (names not
+Canonical state (docs/sandbox.md, "The backend"): `{table: [row, ...]}` over the domain's tables (names not
 starting with `_` or `sqlite_`; FTS indexes and shadow tables are not state), rows sorted by
 `str(id)`, numbers canonical (`25.0` is written `25`, so REAL/INTEGER/NUMERIC spellings agree),
 and the hash is SHA-256 of `json.dumps(stable_state, sort_keys=True, separators=(",", ":"))`
@@ -72,7 +72,7 @@ def canonical_value(v: Any) -> Any:
 
 
 def canonical_json(obj: Any) -> str:
-    """The hashing spelling: sorted keys, no spaces (TASK_FORMAT.md §4)."""
+    """The hashing spelling: sorted keys, no spaces (docs/sandbox.md, "The backend")."""
     return json.dumps(obj, sort_keys=True, separators=_SEP)
 
 

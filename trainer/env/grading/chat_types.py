@@ -1,6 +1,7 @@
 """An episode's messages as a test sees them: the ThinkingBox framework's chat types, our code.
 
-The framework records an episode as a list of typed messages (TASK_FORMAT.md §7):
+The framework records an episode as a list of typed messages (docs/tasks.md, "What a test function
+receives"):
 
     Text              system, user or assistant text; `metadata["tag"] == "think"` marks
                       reasoning the user never sees (`is_visible` is False)

@@ -1,4 +1,5 @@
-"""What a ThinkingBox test function receives: `TestContext` and `Judge` (TASK_FORMAT.md §3).
+"""What a ThinkingBox test function receives: `TestContext` and `Judge` (docs/tasks.md,
+"What a test function receives").
 
 `Judge` (the framework's API: `text_yesno`, `evaluate_bool`, `yesno`, `compare_yesno`, ...) is
 defined in `trainer.env.grading.judge` and named here too.

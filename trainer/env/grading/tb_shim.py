@@ -1,4 +1,4 @@
-"""`thinkingbox.*` for test files when the ThinkingBox package is not installed (TASK_FORMAT.md §3).
+"""`thinkingbox.*` for test files when the ThinkingBox package is not installed (docs/tasks.md, "The `thinkingbox` shim").
 
 Test files import from the framework. `install()` puts a finder on `sys.meta_path` that answers
 for these module names with modules made of our objects:

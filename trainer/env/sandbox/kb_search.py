@@ -1,5 +1,5 @@
 """Knowledge bases without a search server: `search_policy` served by the sandbox from an embedded
-SQLite FTS5 index over the scenario's `sources` (TASK_FORMAT.md §6).
+SQLite FTS5 index over the scenario's `sources` (docs/sandbox.md, "Knowledge bases without a search server").
 
 The reference benchmark servers index `world_state.<server>.sources: [{name, snippets: [str]}]`
 into a Typesense server at `__reserved__init` and answer `search_policy` (or, in a namespaced

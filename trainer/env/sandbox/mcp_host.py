@@ -1,4 +1,4 @@
-"""MCP sessions for an episode: in-process, stdio-process and remote servers (TASK_FORMAT.md §4).
+"""MCP sessions for an episode: in-process, stdio-process and remote servers (docs/sandbox.md).
 
 A `Sandbox` is one task's isolated world. Opening it, for every server of `task.world_state()`:
 connect (a fresh in-process instance, a fresh process, or a new remote MCP session), list the

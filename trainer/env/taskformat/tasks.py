@@ -1,4 +1,4 @@
-"""The ThinkingBox-format task loader (TASK_FORMAT.md §1–3).
+"""The ThinkingBox-format task loader (docs/tasks.md: "Layout", "Agents and scenarios", "Rules implemented").
 
 A dataset is a folder:
 
@@ -169,7 +169,7 @@ def merge_init(world_state: dict[str, Any], init: dict[str, Any] | None) -> dict
 
 @dataclass
 class Task:
-    """One test joined to its scenario. Field docs follow TASK_FORMAT.md §3."""
+    """One test joined to its scenario. The fields are the test keys of docs/tasks.md, "Rules implemented"."""
 
     uid: str  # "<file basename>:<test name>"
     name: str  # test function name (or YAML uid)

@@ -1,4 +1,4 @@
-"""Reading one ThinkingBox test file (TASK_FORMAT.md §3) into raw test definitions.
+"""Reading one ThinkingBox test file (docs/tasks.md, "Rules implemented") into raw test definitions.
 
 Python files: every top-level string expression starting with `!` is YAML (strip the `!`,
 dedent); they apply in file order with `dict.update`, and a test sees only those above it. A
@@ -27,7 +27,7 @@ from trainer.env.taskformat import yamlio
 from trainer.env.errors import TaskFormatError
 from trainer.env.grading.testcode import TEST_FN_NAME  # noqa: F401  (re-exported)
 
-# The closed set of keys a test may set (TASK_FORMAT.md §3).
+# The closed set of keys a test may set (docs/tasks.md, "Rules implemented": allowed keys).
 TEST_KEYS = frozenset(
     {
         "scenario",

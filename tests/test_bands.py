@@ -11,12 +11,13 @@ import math
 import random
 
 import pytest
-from scipy.integrate import quad
+from lazy_import import lazy
 
 from trainer.data.bands import (DEFAULT_BOUNDARIES, DEFAULT_KEEP, DEFAULT_NAMES, BandError, Bands, assign, band_masses,
                                 band_table, parse_boundaries, posterior)
 
 B = Bands()
+quad = lazy("scipy.integrate", "quad")  # imported when a test first integrates, not at collection
 
 
 def beta_mass(a: float, b: float, lo: float, hi: float) -> float:

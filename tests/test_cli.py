@@ -99,7 +99,13 @@ def run_dir(tmp_path_factory):
     return d
 
 
-@pytest.mark.parametrize("example", EXAMPLES, ids=EXAMPLES)
+def vllm_engine(example: str):
+    """The example as a parameter; one that runs vLLM's own parsers (their environment) is an engine test."""
+    argv = shlex.split(example)[1:]
+    return pytest.param(example, marks=pytest.mark.engine) if argv[0] == "parity" and "vllm" in argv else example
+
+
+@pytest.mark.parametrize("example", [vllm_engine(ex) for ex in EXAMPLES], ids=EXAMPLES)
 def test_help_example_runs(example, run_dir):
     argv = shlex.split(example)[1:]
     if argv[0] == "serve-domain":  # a stdio server: a closed stdin ends it at once

@@ -23,14 +23,15 @@ import types
 from pathlib import Path
 
 import pytest
-from scipy import integrate, special
-from scipy.stats import beta as beta_dist
+from lazy_import import lazy
 
 from trainer.verl.difficulty import (DifficultyConfig, DifficultyError, DifficultyState, beta_moment, jeffreys,
                                      mixed_probability, read_probe_counts, trace_png)
 from trainer.verl.difficulty import main as difficulty_main
 
 ROOT = Path(__file__).resolve().parents[1]
+# scipy (seconds to import) when a test first integrates, not at collection
+integrate, special, beta_dist = lazy("scipy.integrate"), lazy("scipy.special"), lazy("scipy.stats", "beta")
 
 
 # -- 1. the math --------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import typer
+from qwen_tok import tokenizer as tok  # what P.load_tokenizer(TOKDIR) loads: on first use, not at collection
 from typer.testing import CliRunner
 
 from trainer.core import parity as P
@@ -23,7 +24,6 @@ app = typer.Typer()
 app.command()(parity_command)
 runner = CliRunner()
 TOKDIR = P.default_tokenizer()
-TOK = P.load_tokenizer(TOKDIR)
 VLLM_PY = Path(os.environ.get("TBT_VLLM_PYTHON", ROOT / ".deps/vllm-parsers/bin/python"))
 
 
@@ -43,7 +43,7 @@ def generated_records() -> list[dict]:
             text = ti.render(user + [msg], family=fam, tools=CORPUS["tools"])
             text = text[len(ti.render(user, family=fam, tools=CORPUS["tools"], add_generation_prompt=True, enable_thinking=False)) - len("<think>\n\n</think>\n\n"):]
             text = text.removesuffix("<|im_end|>\n")
-            ids = TOK.encode(text, add_special_tokens=False) + [TOK.convert_tokens_to_ids("<|im_end|>")]
+            ids = tok().encode(text, add_special_tokens=False) + [tok().convert_tokens_to_ids("<|im_end|>")]
             recs.append({"id": f"gen-{fam}-{i}", "family": fam, "tools": CORPUS["tools"], "text": text,
                          "token_ids": ids, "thinking": True})
     return recs
@@ -75,9 +75,9 @@ def test_parity_on_records_produced_here_exits_0(records_file):
     assert "0 difference(s)" in res.output
     recs = P.load_records(records_file)
     assert any(r.token_ids for r in recs) and len(recs) == len(CORPUS["cases"]) + 4
-    gen = P.training_path(recs[-3], TOK)  # hermes: null is JSON's
+    gen = P.training_path(recs[-3], tok())  # hermes: null is JSON's
     assert gen.tool_calls[0].arguments == {"order_id": 4, "note": "x\ny", "limit": None, "urgent": False}
-    gen = P.training_path(recs[-1], TOK)  # xml: the template writes null as None; vLLM passes "None"
+    gen = P.training_path(recs[-1], tok())  # xml: the template writes null as None; vLLM passes "None"
     assert gen.calls[0].problem == "invalid_arguments" and "Write null, not None" in gen.calls[0].message
 
 
@@ -94,7 +94,7 @@ def _buggy_interpreter(old: str = "return int(value)", new: str = "return float(
 
 def test_planted_typing_bug_fails_the_gate(records_file):
     recs = P.load_records(records_file)
-    report = P.run_parity(recs, TOK, eval_interpret=_buggy_interpreter())
+    report = P.run_parity(recs, tok(), eval_interpret=_buggy_interpreter())
     assert not report.ok
     bad = {f.id for f in report.failures}
     assert {"x-single", "x-typing"} <= bad and "h-single" not in bad  # hermes JSON is not coerced
@@ -107,7 +107,7 @@ def test_planted_typing_bug_fails_the_gate(records_file):
 ], ids=["content", "message"])
 def test_planted_content_or_message_bug_fails_the_gate(records_file, old, new, diff):
     recs = P.load_records(records_file)
-    report = P.run_parity(recs, TOK, eval_interpret=_buggy_interpreter(old, new))
+    report = P.run_parity(recs, tok(), eval_interpret=_buggy_interpreter(old, new))
     assert not report.ok
     assert all(f.kind == "paths" and [d[:len(diff)] for d in f.diffs] == [diff] for f in report.failures)
 
@@ -142,7 +142,7 @@ def test_every_bad_record_is_exit_2_naming_file_line_and_field(tmp_path, line, f
 def test_empty_vllm_cache_is_used_not_recomputed(records_file, tmp_path):
     """`vllm_refs={}` is an answer (vLLM said nothing), not a missing cache: vLLM is not run again."""
     recs = P.load_records(records_file)[:2]
-    report = P.run_parity(recs, TOK, against="vllm", vllm_refs={}, vllm_python=tmp_path / "none/python")
+    report = P.run_parity(recs, tok(), against="vllm", vllm_refs={}, vllm_python=tmp_path / "none/python")
     assert [(f.kind, f.diffs) for f in report.findings] == [("vllm", ["vLLM failed: no answer"])] * 2
 
 
@@ -216,37 +216,37 @@ def vllm_answers():
     return corpus, sample, P.run_vllm(corpus + sample, TOKDIR, VLLM_PY)
 
 
-@pytest.mark.slow
+@pytest.mark.engine
 @vllm_env
 def test_against_vllm_the_corpus_column_is_what_vllm_does(vllm_answers):
     """CI builds the env and sets TBT_REQUIRE_VLLM=1, so there this test cannot be skipped."""
     recs, _, refs = vllm_answers
     assert all(set(refs[r.id]) == {"id", "reasoning", "content", "tool_calls"} for r in recs)
-    report = P.run_parity(recs, TOK, against="vllm", vllm_refs=refs)
+    report = P.run_parity(recs, tok(), against="vllm", vllm_refs=refs)
     assert report.ok, [f for f in report.failures]
     for case in CORPUS["cases"]:  # the corpus's vllm column is exactly what vLLM 0.27.1 does
         ours = ti.parse(case["text"], family=case["family"], tools=CORPUS["tools"], thinking=case["thinking"],
                         finish=case["finish"], tool_choice=case["tool_choice"])
         assert (case["vllm"] == "same") == P.agrees(ours, refs[case["id"]]), case["id"]
-    buggy = P.run_parity(recs, TOK, against="vllm", vllm_refs=refs, interpret=_buggy_interpreter())
+    buggy = P.run_parity(recs, tok(), against="vllm", vllm_refs=refs, interpret=_buggy_interpreter())
     assert {"x-single", "x-typing"} <= {f.id for f in buggy.failures if f.kind == "vllm"}
 
 
-@pytest.mark.slow
+@pytest.mark.engine
 @vllm_env
 def test_against_vllm_no_subset_violation_on_the_generated_sample(vllm_answers):
     _, recs, refs = vllm_answers
-    report = P.run_parity(recs, TOK, against="vllm", vllm_refs=refs)
+    report = P.run_parity(recs, tok(), against="vllm", vllm_refs=refs)
     assert [f for f in report.findings if f.kind != "vllm-allowed"] == []
     assert 0.3 < report.agreed / len(recs) < 1  # hard outputs: vLLM often runs what we reject
     # a planted lenient parse: NaN and Infinity accepted in hermes JSON
     lenient = _buggy_interpreter("parse_constant=_no_constant", "parse_constant=float")
-    bad = P.run_parity(recs, TOK, against="vllm", vllm_refs=refs, interpret=lenient)
+    bad = P.run_parity(recs, tok(), against="vllm", vllm_refs=refs, interpret=lenient)
     hits = [f for f in bad.failures if f.kind == "vllm"]
     assert hits and all(any(x in r.text for x in ("NaN", "Infinity")) for r in recs if r.id in {f.id for f in hits})
     # another: the whole turn no longer stops at one unreadable call
     lenient = _buggy_interpreter("    if bad is None:\n        return calls", "    if True:\n        return calls")
-    assert any(f.kind == "vllm" for f in P.run_parity(recs, TOK, against="vllm", vllm_refs=refs, interpret=lenient).failures)
+    assert any(f.kind == "vllm" for f in P.run_parity(recs, tok(), against="vllm", vllm_refs=refs, interpret=lenient).failures)
 
 
 if __name__ == "__main__":  # regenerate tests/conformance/records.jsonl

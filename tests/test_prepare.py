@@ -23,8 +23,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from scipy.stats import beta as beta_dist
-from scipy.stats import binom
+from lazy_import import lazy
 from typer.testing import CliRunner
 
 from trainer.cli import app as tbt_app
@@ -42,6 +41,7 @@ SCRIPT = ROOT / "data" / "prepare_data.py"
 OUTPUTS = ("train.yaml", "test.yaml", "train.parquet", "test.parquet", "bands.csv", "bands.png", "summary.json",
            "manifest.json")
 BANDS = Bands()
+beta_dist, binom = lazy("scipy.stats", "beta"), lazy("scipy.stats", "binom")  # scipy on first use, not at collection
 
 # Sample tasks every deviation of the synthetic policy fails (each of their deviations: every
 # dropped step, every early stop, every argument mutation, was played once while these tests were
@@ -193,7 +193,6 @@ def _stable(*parts) -> float:
     return int.from_bytes(h[:8], "big") / 2**64
 
 
-@pytest.mark.slow
 def test_band_frequencies_match_the_exact_binomial_rate(tmp_path):
     """Tasks whose success probability is known land in each band at the rate the binomial and
     the banding rule give, with uneven probe counts and probes lost to system errors.
@@ -528,7 +527,6 @@ def test_prepare_data_help():
     assert "python data/prepare_data.py --probes probes.jsonl --dataset data/samples --out-dir prepared" in r.output
 
 
-@pytest.mark.slow
 def test_the_minimal_command_writes_every_output_and_reruns_byte_identical(sample_probes, prepared, tmp_path):
     """`python data/prepare_data.py --probes probes.jsonl --dataset data/samples --out-dir DIR`,
     as a user runs it (a new process, paths relative to the checkout), twice."""
@@ -801,7 +799,6 @@ def test_the_solvability_screen_drops_what_the_strong_policy_never_solves(tmp_pa
 
 # ---------------------------------------------------------------------------- tbt quickstart
 
-@pytest.mark.slow
 def test_quickstart_runs_end_to_end(tmp_path):
     r = tbt("quickstart", "--n", "2", "--out-dir", tmp_path, "--no-progress")
     assert r.exit_code == 0, r.output

@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from matplotlib import image as mpimg
+from lazy_import import lazy
 from typer.testing import CliRunner
 
 from trainer.cli import app
@@ -22,6 +22,7 @@ from trainer.eval.report_plots import pareto_front
 FIX = Path(__file__).parent / "fixtures" / "eval"
 BASE, CAND, OTHER, BANDS = (FIX / n for n in ("base.agg.json", "candidate.agg.json", "other.agg.json", "bands.csv"))
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+mpimg = lazy("matplotlib.image")  # matplotlib on first use, not at collection
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 
 
@@ -122,6 +123,7 @@ def browser() -> str | None:
     return next((b for b in map(shutil.which, BROWSERS) if b), None)
 
 
+@pytest.mark.engine
 def test_the_report_renders_every_plot_in_headless_chromium(full):
     """The page as a browser shows it: a copy of the HTML beside it, plus a script that writes each
     <img>'s natural size into the DOM after the load event (and one image that does not exist,

@@ -419,7 +419,6 @@ def alive(pid: int) -> bool:
         return False
 
 
-@pytest.mark.slow
 def test_mcp_server_killed_mid_episode_is_a_system_error_and_the_run_goes_on(fakes, notes_ds, tmp_path):
     pidfile = tmp_path / "pids"
     kill = {"armed": True}
@@ -442,7 +441,6 @@ def test_mcp_server_killed_mid_episode_is_a_system_error_and_the_run_goes_on(fak
     assert len(pidfile.read_text().split()) == 2 and not any(alive(int(p)) for p in pidfile.read_text().split())
 
 
-@pytest.mark.slow
 def test_tool_hang_is_a_system_error_and_the_run_goes_on(fakes, notes_ds, tmp_path):
     pidfile = tmp_path / "pids"
     ep = fakes(model(NOTES_ADD))

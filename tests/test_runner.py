@@ -157,7 +157,6 @@ def test_writer_appends_whole_lines(tmp_path):
     assert [r.key for r in read_records(p)] == [("a:b", 0), ("a:b", 1)]
 
 
-@pytest.mark.slow
 def test_a_run_killed_at_random_points_ends_with_every_record_exactly_once(tmp_path):
     """`tbt run` SIGKILLed several times mid-run, then rerun to the end: exactly tasks × repeats
     records, no duplicate, none lost, no torn line."""
@@ -186,7 +185,7 @@ def test_a_run_killed_at_random_points_ends_with_every_record_exactly_once(tmp_p
     assert len(recs) == total and len({x.key for x in recs}) == total
 
 
-@pytest.mark.slow
+@pytest.mark.engine
 def test_the_same_run_on_a_local_ray_cluster(toy, tmp_path):
     """Ray actors build the setup from the RunSpec and play the episodes; the driver writes the
     same records (same seeds: the same messages and verdicts) and resumes the same way."""

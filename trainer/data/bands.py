@@ -23,8 +23,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from scipy.stats import beta
-
 DEFAULT_BOUNDARIES = (0.08, 0.40, 0.60, 0.90)
 DEFAULT_NAMES = ("rarely_solved", "difficult", "intermediate", "frequently_solved", "nearly_always_solved")
 DEFAULT_KEEP = ("difficult", "intermediate", "frequently_solved")
@@ -76,6 +74,8 @@ def posterior(k: int, n: int) -> tuple[float, float]:
 
 def band_masses(k: int, n: int, bands: Bands) -> list[float]:
     """Posterior mass in each band, in band order (they sum to 1)."""
+    from scipy.stats import beta  # scipy.stats takes a second to import: not for every importer of this module
+
     a, b = posterior(k, n)
     cdf = [float(beta.cdf(x, a, b)) for x in bands.boundaries]
     cuts = [0.0, *cdf, 1.0]

@@ -28,7 +28,6 @@ Outputs (in `out_dir`, each written atomically: a temporary file renamed into pl
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import io
 import json

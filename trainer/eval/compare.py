@@ -9,7 +9,8 @@
 - Table 3 (when both have costs): campaign cost, cost per successful attempt, tasks passing
   k/k, cost per dependable task; changes in % (of the unrounded figures) and "N× as many".
 
-`compare` returns the figures as data (`tbt compare --json`); `render` the text.
+`compare` returns the figures as data (`tbt compare --json`) from two `AggDoc`s
+(trainer/eval/aggfile.py); `render` the text.
 """
 
 from __future__ import annotations
@@ -18,57 +19,59 @@ import math
 from typing import Any, Mapping
 
 from trainer.eval import metrics
+from trainer.eval.aggfile import AggDoc, Block, Cost, Share, as_doc
 
 MINUS = "\u2212"  # the seed writes −7 tasks, −7.6%
 
 
-def compare(base: Mapping[str, Any], cand: Mapping[str, Any], *, resamples: int = metrics.RESAMPLES,
+def compare(base: AggDoc | Mapping[str, Any], cand: AggDoc | Mapping[str, Any], *, resamples: int = metrics.RESAMPLES,
             seed: int = 0) -> dict[str, Any]:
-    bo, co = base["overall"], cand["overall"]
-    kb, kc = bo["observed_k_of_k"]["k"], co["observed_k_of_k"]["k"]
+    """The figures (module docstring) as one JSON-ready dict. `base` and `cand` are `AggDoc`s, or
+    the dicts of agg.json files (read as `AggDoc`s: `AggFileError` on a fault)."""
+    base, cand = as_doc(base, "base"), as_doc(cand, "candidate")
+    bo, co = base.overall, cand.overall
+    kb, kc = bo.k, co.k
     k = f"{kb}" if kb == kc else f"{kb}|{kc}"
-    common = [u for u in base["tasks"] if u in cand["tasks"] and base["tasks"][u]["n"] and cand["tasks"][u]["n"]]
-    paired = metrics.paired_bootstrap_delta([metrics.Tally(base["tasks"][u]["n"], base["tasks"][u]["c"]) for u in common],
-                                            [metrics.Tally(cand["tasks"][u]["n"], cand["tasks"][u]["c"]) for u in common],
+    common = [u for u in base.tasks if u in cand.tasks and base.tasks[u].n and cand.tasks[u].n]
+    paired = metrics.paired_bootstrap_delta([base.tasks[u].tally for u in common], [cand.tasks[u].tally for u in common],
                                             resamples=resamples, seed=seed)
     out: dict[str, Any] = {
-        "base": base.get("label") or "base", "candidate": cand.get("label") or "candidate", "k": k,
-        "tasks": {"base": bo["tasks"], "candidate": co["tasks"], "paired": len(common),
-                  "only_in_base": sorted(set(base["tasks"]) - set(cand["tasks"])),
-                  "only_in_candidate": sorted(set(cand["tasks"]) - set(base["tasks"]))},
+        "base": base.label or "base", "candidate": cand.label or "candidate", "k": k,
+        "tasks": {"base": bo.tasks, "candidate": co.tasks, "paired": len(common),
+                  "only_in_base": sorted(set(base.tasks) - set(cand.tasks)),
+                  "only_in_candidate": sorted(set(cand.tasks) - set(base.tasks))},
         "table1": [
-            _row(f"Observed {k}/{k}", bo["observed_k_of_k"], co["observed_k_of_k"], "tasks"),
-            _row("pass@1 (successful attempts)", {"tasks": bo["passes"], "share": bo["pass_at_1"]["value"]},
-                 {"tasks": co["passes"], "share": co["pass_at_1"]["value"]}, "pt"),
-            _row(f"pass@{k} (tasks solved at least once)", bo["solved_at_least_once"], co["solved_at_least_once"], "tasks"),
+            _row(f"Observed {k}/{k}", bo.observed_k_of_k, co.observed_k_of_k, "tasks"),
+            _row("pass@1 (successful attempts)", Share(bo.passes, bo.attempts, bo.pass_at_1.value),
+                 Share(co.passes, co.attempts, co.pass_at_1.value), "pt"),
+            _row(f"pass@{k} (tasks solved at least once)", bo.solved_at_least_once, co.solved_at_least_once, "tasks"),
         ],
         "paired_pass_at_1": paired,
-        "domains": [_domain(d, base["by_domain"].get(d), cand["by_domain"].get(d))
-                    for d in dict.fromkeys([*base["by_domain"], *cand["by_domain"]])],
+        "domains": [_domain(d, base.by_domain.get(d), cand.by_domain.get(d))
+                    for d in dict.fromkeys([*base.by_domain, *cand.by_domain])],
     }
-    if "cost" in bo and "cost" in co:
-        out["table3"] = _costs(bo["cost"], co["cost"], k)
+    if bo.cost is not None and co.cost is not None:
+        out["table3"] = _costs(bo.cost, co.cost, k)
     return out
 
 
-def _row(metric: str, b: Mapping[str, Any], c: Mapping[str, Any], unit: str) -> dict[str, Any]:
-    change = (c["tasks"] - b["tasks"]) if unit == "tasks" else _diff(c["share"], b["share"], 100)
-    return {"metric": metric, "base": {"count": b["tasks"], "share": b["share"]},
-            "candidate": {"count": c["tasks"], "share": c["share"]}, "change": change, "unit": unit}
+def _row(metric: str, b: Share, c: Share, unit: str) -> dict[str, Any]:
+    change = (c.tasks - b.tasks) if unit == "tasks" else _diff(c.share, b.share, 100)
+    return {"metric": metric, "base": {"count": b.tasks, "share": b.share},
+            "candidate": {"count": c.tasks, "share": c.share}, "change": change, "unit": unit}
 
 
 def _diff(a: float | None, b: float | None, scale: float = 1.0) -> float | None:
     return None if a is None or b is None else (a - b) * scale
 
 
-def _domain(name: str, b: Mapping[str, Any] | None, c: Mapping[str, Any] | None) -> dict[str, Any]:
-    def figures(x: Mapping[str, Any] | None) -> dict[str, Any] | None:
+def _domain(name: str, b: Block | None, c: Block | None) -> dict[str, Any]:
+    def figures(x: Block | None) -> dict[str, Any] | None:
         if x is None:
             return None
-        k = x["observed_k_of_k"]["k"]
-        return {"tasks": x["tasks"], "pass_at_1": x["pass_at_1"]["value"], "pass_at_k": x["pass_at_k"].get(str(k)),
-                "solved_at_least_once": x["solved_at_least_once"]["share"], "observed_k_of_k": x["observed_k_of_k"]["share"],
-                "observed_tasks": x["observed_k_of_k"]["tasks"]}
+        return {"tasks": x.tasks, "pass_at_1": x.pass_at_1.value, "pass_at_k": x.pass_at_k.get(x.k),
+                "solved_at_least_once": x.solved_at_least_once.share, "observed_k_of_k": x.observed_k_of_k.share,
+                "observed_tasks": x.observed_k_of_k.tasks}
 
     fb, fc = figures(b), figures(c)
     change = None
@@ -77,18 +80,18 @@ def _domain(name: str, b: Mapping[str, Any] | None, c: Mapping[str, Any] | None)
     return {"domain": name, "base": fb, "candidate": fc, "change_pt": change}
 
 
-def _costs(b: Mapping[str, Any], c: Mapping[str, Any], k: str) -> dict[str, Any]:
+def _costs(b: Cost, c: Cost, k: str) -> dict[str, Any]:
     rows = []
     for metric, key in ((f"Campaign cost, {k} runs", "campaign"), ("Cost per successful attempt", "per_successful_attempt"),
                         (f"Tasks passing {k}/{k}", "dependable_tasks"), ("Cost per dependable task", "per_dependable_task")):
-        vb, vc = b.get(key), c.get(key)
+        vb, vc = getattr(b, key), getattr(c, key)
         if key == "dependable_tasks":
             change = {"times": vc / vb if vb else None}
         else:
             change = {"percent": (vc / vb - 1) * 100 if vb and vc is not None else None}
         rows.append({"metric": metric, "key": key, "base": vb, "candidate": vc, **change})
-    return {"rows": rows, "complete": bool(b.get("complete")) and bool(c.get("complete")),
-            "unpriced": {"base": b.get("unpriced", []), "candidate": c.get("unpriced", [])}}
+    return {"rows": rows, "complete": b.complete and c.complete,
+            "unpriced": {"base": list(b.unpriced), "candidate": list(c.unpriced)}}
 
 
 # ---------------------------------------------------------------------------- text
@@ -103,8 +106,9 @@ def _signed(x: float | None, fmt: str) -> str:
     return ("+" if x > 0 else MINUS) + s
 
 
-def _pct(share: float | None) -> str:
-    return "—" if share is None else f"{share * 100:.2f}%"
+def pct(share: float | None, digits: int = 2) -> str:
+    """0.517 -> 51.70% (— for None)."""
+    return "—" if share is None else f"{share * 100:.{digits}f}%"
 
 
 def dollars(x: float | None) -> str:
@@ -132,8 +136,8 @@ def render(cmp: Mapping[str, Any]) -> str:
     rows = [["Metric", b, "", c, "Change"]]
     for r in cmp["table1"]:
         change = (f"{_signed(r['change'], 'd')} tasks" if r["unit"] == "tasks" else f"{_signed(r['change'], '.2f')} pt")
-        rows.append([r["metric"], f"{r['base']['count']:,} ({_pct(r['base']['share'])})", "→",
-                     f"{r['candidate']['count']:,} ({_pct(r['candidate']['share'])})", change])
+        rows.append([r["metric"], f"{r['base']['count']:,} ({pct(r['base']['share'])})", "→",
+                     f"{r['candidate']['count']:,} ({pct(r['candidate']['share'])})", change])
     lines += _table(rows)
     p = cmp["paired_pass_at_1"]
     if p["delta"] is not None:
@@ -149,8 +153,8 @@ def render(cmp: Mapping[str, Any]) -> str:
     rows = [["Model", *(d["domain"] for d in doms), "Overall", f"Observed {k}/{k}"]]
     obs, p1 = cmp["table1"][0], cmp["table1"][1]
     for who, name in (("base", b), ("candidate", c)):
-        rows.append([name, *(_num(d[who], "pass_at_1") for d in doms), _pct(p1[who]["share"]).rstrip("%"),
-                     f"{obs[who]['count']} ({_pct(obs[who]['share'])})"])
+        rows.append([name, *(_num(d[who], "pass_at_1") for d in doms), pct(p1[who]["share"]).rstrip("%"),
+                     f"{obs[who]['count']} ({pct(obs[who]['share'])})"])
     rows.append(["change", *(_signed(d["change_pt"]["pass_at_1"], ".2f") if d["change_pt"] else "—" for d in doms),
                  _signed(p1["change"], ".2f"), _signed(obs["change"], "d")])
     lines += _table(rows)
@@ -191,4 +195,4 @@ def _move(d: Mapping[str, Any], key: str) -> str:
     return f"{_num(d['base'], key)} → {_num(d['candidate'], key)} ({_signed(ch, '.1f')})"
 
 
-__all__ = ["MINUS", "compare", "dollars", "render"]
+__all__ = ["MINUS", "compare", "dollars", "pct", "render"]

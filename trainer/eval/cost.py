@@ -31,6 +31,7 @@ from typing import Any, Mapping
 import yaml
 
 from trainer.env.taskformat import yamlio
+from trainer.rollout.attempts import Usage  # the records' token counts (read there); priced here
 
 ROLES = ("agent", "user", "judge")
 
@@ -46,30 +47,6 @@ class Price:
     input: float
     output: float
     cached_input: float | None = None
-
-
-@dataclass
-class Usage:
-    """Tokens one role spent under one model (input includes cached)."""
-
-    input_tokens: int = 0
-    cached_tokens: int = 0
-    output_tokens: int = 0
-    records: int = 0
-
-    def add(self, other: Usage) -> None:
-        self.input_tokens += other.input_tokens
-        self.cached_tokens += other.cached_tokens
-        self.output_tokens += other.output_tokens
-        self.records += other.records
-
-    @property
-    def tokens(self) -> int:
-        return self.input_tokens + self.output_tokens
-
-    def to_dict(self) -> dict[str, int]:
-        return {"records": self.records, "input_tokens": self.input_tokens, "cached_tokens": self.cached_tokens,
-                "output_tokens": self.output_tokens}
 
 
 def usage_cost(u: Usage, p: Price) -> float:

@@ -23,7 +23,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from trainer.eval.attempts import Attempt
+from trainer.rollout.attempts import Attempt
 
 PROFILES = ("full", "none")
 

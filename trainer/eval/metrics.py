@@ -2,7 +2,7 @@
 
 A task's tally is (n, c): n scored attempts, c of them passed. System errors are not attempts:
 they are re-run (`tbt eval`) and never counted, neither as failures nor in n (the reference's
-aggregation counts them as failures, TASK_FORMAT.md §7). Over a set of tasks i = 1..T:
+aggregation counts them as failures, docs/tasks.md). Over a set of tasks i = 1..T:
 
     pass@1          Σc / Σn                                       (every attempt weighs the same)
     pass@k          mean over tasks of 1 − C(n−c, k) / C(n, k)    (chance of ≥ 1 pass in k draws)
@@ -17,27 +17,16 @@ and observed k/k over the tasks with n = k, k the most attempts any task has.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from math import comb
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 from scipy.stats import beta
 
+from trainer.rollout.attempts import Tally  # (n, c, system_errors): the one tally type
+
 LEVEL = 0.95
 RESAMPLES = 2000
-
-
-@dataclass(frozen=True)
-class Tally:
-    """One task: `n` scored attempts, `c` of them passed (0 ≤ c ≤ n)."""
-
-    n: int
-    c: int
-
-    def __post_init__(self) -> None:
-        if not (0 <= self.c <= self.n):
-            raise ValueError(f"a tally needs 0 <= c <= n, got n={self.n}, c={self.c}")
 
 
 def pass_at_1(tallies: Sequence[Tally]) -> float | None:

@@ -20,7 +20,6 @@ the per-domain table; the band histogram of `bands.csv` (data/prepare_data.py).
 
 from __future__ import annotations
 
-import csv
 import html
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +27,9 @@ from typing import Any, Mapping, Sequence
 
 from trainer.eval import compare as cmp_mod
 from trainer.eval import report_plots as plots
-from trainer.eval.aggregate import read_agg
+from trainer.eval.aggfile import AggDoc, AggFileError, Block, Cost, read_agg
+from trainer.eval.compare import pct
+from trainer.rollout.bandsfile import BandsFileError, read_bands_csv
 
 HEAT_METRICS = ("pass@1", "pass@{k}", "observed {k}/{k}")  # Figure 3's columns
 CSS = """body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}
@@ -57,19 +58,19 @@ class Section:
 class Run:
     label: str
     path: Path
-    doc: dict[str, Any]
+    doc: AggDoc
 
     @property
-    def overall(self) -> dict[str, Any]:
-        return self.doc["overall"]
+    def overall(self) -> Block:
+        return self.doc.overall
 
     @property
     def k(self) -> int:
-        return int(self.overall["observed_k_of_k"]["k"])
+        return self.overall.k
 
     @property
-    def cost(self) -> dict[str, Any] | None:
-        return self.overall.get("cost")
+    def cost(self) -> Cost | None:
+        return self.overall.cost
 
 
 def load_runs(paths: Sequence[str | Path]) -> list[Run]:
@@ -78,12 +79,9 @@ def load_runs(paths: Sequence[str | Path]) -> list[Run]:
     for p in paths:
         try:
             doc = read_agg(p)
-        except ValueError as e:
+        except AggFileError as e:
             raise ReportError(str(e)) from None
-        for key in ("pass_at_1", "pass_at_k", "pass_hat_k", "observed_k_of_k"):
-            if key not in doc["overall"]:
-                raise ReportError(f"{p}: overall.{key}: missing (not an agg.json of tbt aggregate)")
-        runs.append(Run(str(doc.get("label") or Path(p).stem), Path(p), doc))
+        runs.append(Run(doc.label or Path(p).stem, Path(p), doc))
     labels = [r.label for r in runs]
     for r in runs:
         if labels.count(r.label) > 1:
@@ -92,46 +90,29 @@ def load_runs(paths: Sequence[str | Path]) -> list[Run]:
 
 
 def read_bands(path: str | Path) -> tuple[list[str], dict[str, dict[str, int]], dict[str, int], int]:
-    """bands.csv -> (band names in order, {band: {domain: tasks}}, {band: kept}, tasks without a
-    band). Band order: the `mass_<band>` columns, else first appearance."""
-    path = Path(path)
+    """bands.csv (trainer/rollout/bandsfile.py) -> (band names in order, {band: {domain: tasks}},
+    {band: kept}, tasks without a band). Band order: the `mass_<band>` columns, else first appearance."""
     try:
-        with open(path, newline="", encoding="utf-8") as f:
-            reader = csv.DictReader(f)
-            header = reader.fieldnames or []
-            rows = list(reader)
-    except OSError as e:
-        raise ReportError(f"{path}: {e.strerror}") from None
-    missing = [c for c in ("uid", "domain", "band", "kept") if c not in header]
-    if missing:
-        raise ReportError(f"{path}: line 1: missing column(s) {', '.join(missing)} (a bands.csv of data/prepare_data.py)")
-    names = [c[len("mass_"):] for c in header if c.startswith("mass_")]
+        f = read_bands_csv(path, need=("uid", "domain", "band", "kept"))
+    except BandsFileError as e:
+        raise ReportError(str(e)) from None
     counts: dict[str, dict[str, int]] = {}
     kept: dict[str, int] = {}
     unbanded = 0
-    for line, row in enumerate(rows, start=2):
-        band = (row.get("band") or "").strip()
-        if not band:
+    for row in f.rows:
+        if not row.band:
             unbanded += 1
             continue
-        if names and band not in names:
-            raise ReportError(f"{path}: line {line}: band: {band!r} is not one of the mass_ columns ({', '.join(names)})")
-        if row["kept"] not in ("yes", "no"):
-            raise ReportError(f"{path}: line {line}: kept: expected yes or no, got {row['kept']!r}")
-        per = counts.setdefault(band, {})
-        per[row["domain"] or "unknown"] = per.get(row["domain"] or "unknown", 0) + 1
-        kept[band] = kept.get(band, 0) + (row["kept"] == "yes")
-    return names or list(counts), counts, kept, unbanded
+        per = counts.setdefault(row.band, {})
+        per[row.domain or "unknown"] = per.get(row.domain or "unknown", 0) + 1
+        kept[row.band] = kept.get(row.band, 0) + row.kept
+    return f.bands or list(counts), counts, kept, unbanded
 
 
 # ---------------------------------------------------------------------------- formatting
 
 def _e(x: Any) -> str:
     return html.escape(str(x))
-
-
-def pct(share: float | None, digits: int = 2) -> str:
-    return "—" if share is None else f"{share * 100:.{digits}f}%"
 
 
 def _interval(pair: Sequence[float] | None) -> str:
@@ -167,17 +148,18 @@ def runs_section(runs: Sequence[Run]) -> str:
     rows = []
     for r in runs:
         o, k = r.overall, r.k
-        obs = o["observed_k_of_k"]
-        row = [_e(r.label), f"<code>{_e(r.path.name)}</code>", f"{o.get('tasks', len(r.doc['tasks'])):,}",
-               f"{o.get('attempts', 0):,}", pct(o["pass_at_1"]["value"]), _interval(o["pass_at_1"].get("jeffreys")),
-               _interval(o["pass_at_1"].get("bootstrap")), f"pass@{k} {pct(o['pass_at_k'].get(str(k)))}",
-               f"{obs['tasks']:,} of {obs['over']:,} ({pct(obs['share'])}) at {k}/{k}"]
+        obs = o.observed_k_of_k
+        row = [_e(r.label), f"<code>{_e(r.path.name)}</code>", f"{o.tasks:,}",
+               f"{o.attempts:,}", pct(o.pass_at_1.value), _interval(o.pass_at_1.jeffreys),
+               _interval(o.pass_at_1.bootstrap), f"pass@{k} {pct(o.pass_at_k.get(k))}",
+               f"{obs.tasks:,} of {obs.over:,} ({pct(obs.share)}) at {k}/{k}"]
         if any_cost:
-            c = r.cost or {}
-            row += [_e(cmp_mod.dollars(c.get("campaign"))) + ("" if c.get("complete", True) else " (lower bound)"),
-                    _e(cmp_mod.dollars(c.get("per_successful_attempt"))), _e(cmp_mod.dollars(c.get("per_dependable_task")))]
+            c = r.cost
+            row += ([_e(cmp_mod.dollars(c.campaign)) + ("" if c.complete else " (lower bound)"),
+                     _e(cmp_mod.dollars(c.per_successful_attempt)), _e(cmp_mod.dollars(c.per_dependable_task))]
+                    if c else [_e(cmp_mod.dollars(None))] * 3)
         rows.append(row)
-    notes = "".join(f'<p class="note">{_e(r.label)}: {_e(r.overall["note"])}</p>' for r in runs if r.overall.get("note"))
+    notes = "".join(f'<p class="note">{_e(r.label)}: {_e(r.overall.note)}</p>' for r in runs if r.overall.note)
     return "<h2 id=runs>Runs</h2>" + table(headers, rows) + notes
 
 
@@ -189,8 +171,8 @@ def _heat_rows(c: Mapping[str, Any], base: Run, cand: Run) -> tuple[list[str], l
         b.append([None if dom["base"] is None or dom["base"][m] is None else dom["base"][m] * 100 for m in keys])
         d.append([None if dom["candidate"] is None or dom["candidate"][m] is None else dom["candidate"][m] * 100 for m in keys])
 
-    def overall(o: Mapping[str, Any]) -> list[float | None]:
-        vals = (o["pass_at_1"]["value"], o.get("solved_at_least_once", {}).get("share"), o["observed_k_of_k"]["share"])
+    def overall(o: Block) -> list[float | None]:
+        vals = (o.pass_at_1.value, o.solved_at_least_once.share, o.observed_k_of_k.share)
         return [None if v is None else v * 100 for v in vals]
     return names + ["Overall"], b + [overall(base.overall)], d + [overall(cand.overall)]
 
@@ -236,16 +218,16 @@ def comparison_section(base: Run, cand: Run, index: int, out_dir: Path, stem: st
 
 
 def pareto_section(runs: Sequence[Run], out_dir: Path, stem: str) -> tuple[str, Path | None]:
-    priced = [r for r in runs if r.cost and r.cost.get("per_successful_attempt") is not None]
+    priced = [r for r in runs if r.cost and r.cost.per_successful_attempt is not None]
     if not priced:
         return ("<h2 id=cost>Cost vs pass@1</h2><p class=note>No run has a cost: aggregate with a price table "
                 "(<code>tbt aggregate --prices prices.yaml</code>) to plot cost per successful attempt.</p>"), None
-    pts = [{"label": r.label, "pass_at_1": r.overall["pass_at_1"]["value"] * 100,
-            "cost": r.cost["per_successful_attempt"]} for r in priced]
+    pts = [plots.ParetoPoint(r.label, (r.overall.pass_at_1.value or 0.0) * 100, r.cost.per_successful_attempt)
+           for r in priced if r.cost and r.cost.per_successful_attempt is not None]
     png = plots.pareto(pts, out_dir / f"{stem}-pareto.png")
-    front = {priced[i].label for i in plots.pareto_front([(p["pass_at_1"], p["cost"]) for p in pts])}
-    rows = [[_e(r.label), pct(r.overall["pass_at_1"]["value"]), _e(cmp_mod.dollars(r.cost["per_successful_attempt"])),
-             "yes" if r.label in front else ""] for r in priced]
+    front = {priced[i].label for i in plots.pareto_front([(p.pass_at_1, p.cost) for p in pts])}
+    rows = [[_e(r.label), pct(r.overall.pass_at_1.value), _e(cmp_mod.dollars(p.cost)), "yes" if r.label in front else ""]
+            for r, p in zip(priced, pts)]
     skipped = [r.label for r in runs if r not in priced]
     note = (f'<p class="note">Not plotted (no cost, or no successful attempt to divide it by): '
             f'{_e(", ".join(skipped))}.</p>') if skipped else ""
@@ -255,14 +237,13 @@ def pareto_section(runs: Sequence[Run], out_dir: Path, stem: str) -> tuple[str, 
 
 
 def reliability_section(runs: Sequence[Run], out_dir: Path, stem: str) -> tuple[str, Path]:
-    def curve(block: Mapping[str, Any]) -> dict[int, float | None]:
-        return {int(k): (None if v is None else v * 100) for k, v in block.items()}
-    series = [{"label": r.label, "pass_hat_k": curve(r.overall["pass_hat_k"]), "pass_at_k": curve(r.overall["pass_at_k"])}
-              for r in runs]
+    def curve(by_k: Mapping[int, float | None]) -> dict[int, float | None]:
+        return {k: (None if v is None else v * 100) for k, v in by_k.items()}
+    series = [plots.Curve(r.label, curve(r.overall.pass_hat_k), curve(r.overall.pass_at_k)) for r in runs]
     png = plots.reliability(series, out_dir / f"{stem}-reliability.png")
-    kmax = max((max(s["pass_hat_k"], default=1) for s in series), default=1)
+    kmax = max((max(s.pass_hat_k, default=1) for s in series), default=1)
     ks = sorted({1, 2, 4, 8, 16, kmax, *((kmax + 1) // 2,)} & set(range(1, kmax + 1)))
-    rows = [[_e(s["label"])] + [pct(None if s["pass_hat_k"].get(k) is None else s["pass_hat_k"][k] / 100, 1) for k in ks]
+    rows = [[_e(s.label)] + [pct(None if s.pass_hat_k.get(k) is None else s.pass_hat_k[k] / 100, 1) for k in ks]
             for s in series]
     return ("<h2 id=reliability>Reliability curves</h2>" + _img(png.name, "pass^k and pass@k against k")
             + table(["run"] + [f"pass^{k}" for k in ks], rows)), png
@@ -273,10 +254,10 @@ def domains_section(runs: Sequence[Run]) -> str:
     for r in runs:
         k = r.k
         rows = []
-        for name, b in r.doc["by_domain"].items():
-            obs = b["observed_k_of_k"]
-            rows.append([_e(name), f"{b['tasks']:,}", pct(b["pass_at_1"]["value"]), _interval(b["pass_at_1"].get("jeffreys")),
-                         pct(b["pass_at_k"].get(str(k))), f"{obs['tasks']:,} ({pct(obs['share'])})"])
+        for name, b in r.doc.by_domain.items():
+            obs = b.observed_k_of_k
+            rows.append([_e(name), f"{b.tasks:,}", pct(b.pass_at_1.value), _interval(b.pass_at_1.jeffreys),
+                         pct(b.pass_at_k.get(k)), f"{obs.tasks:,} ({pct(obs.share)})"])
         out.append(f"<h3>{_e(r.label)}</h3>" + table(["domain", "tasks", "pass@1", "95% Jeffreys", f"pass@{k}",
                                                       f"observed {k}/{k}"], rows))
     return "".join(out)

@@ -18,8 +18,9 @@ PNG metadata carries no software version, so equal inputs give equal bytes on on
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from matplotlib import colormaps
 from matplotlib.colors import TwoSlopeNorm, to_rgba
@@ -29,6 +30,24 @@ from matplotlib.ticker import MaxNLocator
 DPI = 110
 GOLD = "#c9a227"
 MISSING = "#dddddd"
+
+
+@dataclass(frozen=True)
+class ParetoPoint:
+    """One run of Figure 4: pass@1 in %, cost per successful attempt in $."""
+
+    label: str
+    pass_at_1: float
+    cost: float
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One run's reliability curves: pass^k and pass@k in % by k (None: no task has k attempts)."""
+
+    label: str
+    pass_hat_k: Mapping[int, float | None]
+    pass_at_k: Mapping[int, float | None]
 
 
 def _save(fig: Figure, path: Path) -> Path:
@@ -92,16 +111,16 @@ def heatmap(domains: Sequence[str], metrics: Sequence[str], base: Sequence[Seque
     return _save(fig, path)
 
 
-def pareto(runs: Sequence[Mapping[str, Any]], path: Path) -> Path:
-    """Figure 4: `runs` = [{label, pass_at_1 (%), cost (per successful attempt, $)}], in report
+def pareto(runs: Sequence[ParetoPoint], path: Path) -> Path:
+    """Figure 4: one point per run, in report
     order (the first is the base, the second the candidate)."""
     fig = Figure(figsize=(7.5, 5), dpi=DPI)
     ax = fig.subplots()
-    pts = [(r["pass_at_1"], r["cost"]) for r in runs]
+    pts = [(r.pass_at_1, r.cost) for r in runs]
     front = pareto_front(pts)
     for i, (r, (x, y)) in enumerate(zip(runs, pts)):
         ax.scatter([x], [y], s=70, marker="D" if i == 1 else "o", color=GOLD if i < 2 else "#4472c4", zorder=3)
-        ax.annotate(r["label"], (x, y), textcoords="offset points", xytext=(8, 6), fontsize=8)
+        ax.annotate(r.label, (x, y), textcoords="offset points", xytext=(8, 6), fontsize=8)
     if front:
         ax.scatter([pts[i][0] for i in front], [pts[i][1] for i in front], s=260, facecolors="none",
                    edgecolors="#333333", linewidths=1.2, zorder=2, label="Pareto cost frontier")
@@ -122,18 +141,18 @@ def pareto(runs: Sequence[Mapping[str, Any]], path: Path) -> Path:
     return _save(fig, path)
 
 
-def reliability(runs: Sequence[Mapping[str, Any]], path: Path) -> Path:
-    """`runs` = [{label, pass_hat_k: {k: %}, pass_at_k: {k: %}}] (int keys)."""
+def reliability(runs: Sequence[Curve], path: Path) -> Path:
+    """pass^k and pass@k against k, one `Curve` per run."""
     fig = Figure(figsize=(7.5, 4.6), dpi=DPI)
     ax = fig.subplots()
     cycle = colormaps["tab10"]
     kmax = 1
     for i, r in enumerate(runs):
         color = cycle(i % 10)
-        ks = sorted(k for k, v in r["pass_hat_k"].items() if v is not None)
-        ax.plot(ks, [r["pass_hat_k"][k] for k in ks], marker="o", ms=3.5, color=color, label=f"{r['label']}: pass^k")
-        ka = sorted(k for k, v in r["pass_at_k"].items() if v is not None)
-        ax.plot(ka, [r["pass_at_k"][k] for k in ka], ls="--", color=color, alpha=0.6, label=f"{r['label']}: pass@k")
+        ks = sorted(k for k, v in r.pass_hat_k.items() if v is not None)
+        ax.plot(ks, [r.pass_hat_k[k] for k in ks], marker="o", ms=3.5, color=color, label=f"{r.label}: pass^k")
+        ka = sorted(k for k, v in r.pass_at_k.items() if v is not None)
+        ax.plot(ka, [r.pass_at_k[k] for k in ka], ls="--", color=color, alpha=0.6, label=f"{r.label}: pass@k")
         kmax = max([kmax, *ks, *ka])
     ax.set_xlabel("k (attempts)")
     ax.set_ylabel("%")
@@ -171,4 +190,4 @@ def bands(names: Sequence[str], counts: Mapping[str, Mapping[str, int]], kept: M
     return _save(fig, path)
 
 
-__all__ = ["bands", "heatmap", "pareto", "pareto_front", "reliability"]
+__all__ = ["Curve", "ParetoPoint", "bands", "heatmap", "pareto", "pareto_front", "reliability"]

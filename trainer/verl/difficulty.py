@@ -32,13 +32,14 @@ its group count, the step, and the trace: the posterior mean of every task after
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import random
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
+
+from trainer.rollout.bandsfile import BandsFileError, read_bands_csv
 
 JEFFREYS = 0.5
 STATE_FORMAT = "thinkingbox-difficulty/1"
@@ -256,23 +257,13 @@ def _fade(bel: Belief, g: float) -> None:
 
 
 def read_probe_counts(path: Path) -> dict[str, tuple[int, int] | None]:
-    """{uid: (n, k)} from data preparation's `bands.csv` (columns uid, n, k); n = 0 -> None."""
-    out: dict[str, tuple[int, int] | None] = {}
+    """{uid: (n, k)} from data preparation's `bands.csv` (trainer/rollout/bandsfile.py; columns uid,
+    n, k needed); n = 0 -> None."""
     try:
-        with open(path, newline="", encoding="utf-8") as f:
-            rows = csv.DictReader(f)
-            missing = {"uid", "n", "k"} - set(rows.fieldnames or ())
-            if missing:
-                raise DifficultyError(f"{path}: no column(s) {', '.join(sorted(missing))} (is it data preparation's bands.csv?)")
-            for i, row in enumerate(rows, start=2):
-                try:
-                    n, k = int(row["n"] or 0), int(row["k"] or 0)
-                except ValueError:
-                    raise DifficultyError(f"{path}: line {i}: n={row['n']!r}, k={row['k']!r} are not integers") from None
-                out[row["uid"]] = (n, k) if n > 0 else None
-    except OSError as e:
-        raise DifficultyError(f"{path}: {e.strerror}") from None
-    return out
+        rows = read_bands_csv(path, need=("uid", "n", "k")).rows
+    except BandsFileError as e:
+        raise DifficultyError(str(e)) from None
+    return {r.uid: (r.n, r.k) if r.n > 0 else None for r in rows}
 
 
 def trace_png(state_json: Mapping[str, Any], uids: Sequence[str] | None = None) -> bytes:

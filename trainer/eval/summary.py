@@ -1,0 +1,43 @@
+"""A few lines on an agg.json (`AggDoc`): overall, per domain, cost, coverage (what `tbt eval` and
+`tbt aggregate` print after writing it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from trainer.eval.aggfile import AggDoc
+from trainer.eval.compare import dollars, pct
+
+
+def summary_text(doc: AggDoc, path: str | Path) -> str:
+    """The summary of `doc`, written to `path` (named in the first line and the coverage line)."""
+    o = doc.overall
+    p1, kk = o.pass_at_1, o.observed_k_of_k
+    k = kk.k
+    lines = [f"{path}: {doc.label}: {o.tasks} task(s), {o.attempts:,} attempt(s), {o.passes:,} passed"]
+    if p1.value is not None and p1.jeffreys is not None and p1.bootstrap is not None:
+        j, b = p1.jeffreys, p1.bootstrap
+        lines.append(f"  pass@1 {pct(p1.value)} (Jeffreys {pct(j[0])}–{pct(j[1])}, bootstrap {pct(b[0])}–{pct(b[1])})"
+                     f"   pass@{k} {pct(o.pass_at_k.get(k))}   pass^{k} {pct(o.pass_hat_k.get(k))}"
+                     f"   observed {k}/{k} {kk.tasks} ({pct(kk.share)})")
+    if o.note:
+        lines.append(f"  note: {o.note}")
+    width = max((len(d) for d in doc.by_domain), default=6)
+    for d, b in doc.by_domain.items():
+        bk = b.observed_k_of_k
+        lines.append(f"  {d:<{width}}  {b.tasks:>4} task(s)  pass@1 {pct(b.pass_at_1.value):>7}  "
+                     f"observed {bk.k}/{bk.k} {bk.tasks}")
+    cost = o.cost
+    if cost:
+        lines.append(f"  cost: campaign {dollars(cost.campaign)}, per successful attempt "
+                     f"{dollars(cost.per_successful_attempt)}, per dependable task {dollars(cost.per_dependable_task)}")
+        lines += [f"  unpriced (not counted: the cost is a lower bound): {u}" for u in cost.unpriced]
+    cov = doc.coverage
+    if not cov.complete:
+        gaps = ", ".join(f"{len(getattr(cov, kind))} {kind}" for kind in cov.KINDS if getattr(cov, kind))
+        lines.append(f"  coverage ({cov.profile}): {cov.scored} of {cov.expected} keys scored; {gaps} "
+                     f"(listed in {path} under coverage)")
+    return "\n".join(lines)
+
+
+__all__ = ["summary_text"]

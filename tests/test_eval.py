@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from trainer.cli import app
 from trainer.eval import metrics
 from trainer.eval.aggregate import CoverageError, aggregate
-from trainer.eval.attempts import AttemptError, parse_attempt, read_attempts
+from trainer.rollout.attempts import AttemptError, parse_attempt, read_attempts
 from trainer.eval.compare import MINUS, compare, dollars, render
 from trainer.eval.cost import Price, PriceError, Usage, campaign_cost, load_prices, parse_price_models, usage_cost
 from trainer.eval.coverage import Expected, check

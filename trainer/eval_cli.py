@@ -8,7 +8,7 @@ duplicated task × repetition listed), 2 bad input (a path, a spec, a price tabl
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 
@@ -36,10 +36,11 @@ def _prices(prices: Path | None, price_model: list[str] | None):
 
 
 def _aggregate(paths: list[Path], expected, *, profile: str, prices, price_models, label, output: Path,
-               seed: int, resamples: int) -> dict[str, Any]:
-    """Read, check, aggregate and write agg.json; exit 1 listing the gaps when `full` refuses."""
-    from trainer.eval.aggregate import CoverageError, aggregate, write_json
-    from trainer.eval.attempts import AttemptError, read_attempts
+               seed: int, resamples: int):
+    """Read, check, aggregate and write agg.json (returns the `AggDoc`); exit 1 listing the gaps when `full` refuses."""
+    from trainer.eval.aggregate import CoverageError, aggregate_doc, write_json
+    from trainer.eval.summary import summary_text
+    from trainer.rollout.attempts import AttemptError, read_attempts
 
     try:
         read = read_attempts(paths)
@@ -48,8 +49,8 @@ def _aggregate(paths: list[Path], expected, *, profile: str, prices, price_model
     for where in read.torn:
         typer.echo(f"skipped  {where}: a cut-off last line (a write interrupted by a crash)", err=True)
     try:
-        doc = aggregate(read.attempts, expected, profile=profile, prices=prices, price_models=price_models,
-                        label=label, sources=[str(p) for p in paths], resamples=resamples, seed=seed)
+        doc = aggregate_doc(read.attempts, expected, profile=profile, prices=prices, price_models=price_models,
+                            label=label, sources=[str(p) for p in paths], resamples=resamples, seed=seed)
     except CoverageError as e:
         problems = e.coverage.problems()
         for line in problems[:SHOWN]:
@@ -62,45 +63,6 @@ def _aggregate(paths: list[Path], expected, *, profile: str, prices, price_model
     write_json(doc, output)
     typer.echo(summary_text(doc, output))
     return doc
-
-
-def summary_text(doc: dict[str, Any], path: Path) -> str:
-    """A few lines on an agg.json: overall, per domain, cost, coverage."""
-    from trainer.eval.compare import dollars
-
-    o = doc["overall"]
-    p1, kk = o["pass_at_1"], o["observed_k_of_k"]
-    k = kk["k"]
-
-    def pct(x: float | None) -> str:
-        return "—" if x is None else f"{x * 100:.2f}%"
-
-    lines = [f"{path}: {doc['label']}: {o['tasks']} task(s), {o['attempts']:,} attempt(s), {o['passes']:,} passed"]
-    if p1["value"] is not None:
-        j, b = p1["jeffreys"], p1["bootstrap"]
-        lines.append(f"  pass@1 {pct(p1['value'])} (Jeffreys {pct(j[0])}–{pct(j[1])}, bootstrap {pct(b[0])}–{pct(b[1])})"
-                     f"   pass@{k} {pct(o['pass_at_k'].get(str(k)))}   pass^{k} {pct(o['pass_hat_k'].get(str(k)))}"
-                     f"   observed {k}/{k} {kk['tasks']} ({pct(kk['share'])})")
-    if o.get("note"):
-        lines.append(f"  note: {o['note']}")
-    width = max((len(d) for d in doc["by_domain"]), default=6)
-    for d, b in doc["by_domain"].items():
-        bk = b["observed_k_of_k"]
-        lines.append(f"  {d:<{width}}  {b['tasks']:>4} task(s)  pass@1 {pct(b['pass_at_1']['value']):>7}  "
-                     f"observed {bk['k']}/{bk['k']} {bk['tasks']}")
-    cost = o.get("cost")
-    if cost:
-        lines.append(f"  cost: campaign {dollars(cost['campaign'])}, per successful attempt "
-                     f"{dollars(cost['per_successful_attempt'])}, per dependable task {dollars(cost['per_dependable_task'])}")
-        lines += [f"  unpriced (not counted: the cost is a lower bound): {u}" for u in cost["unpriced"]]
-    cov = doc["coverage"]
-    if not cov["complete"]:
-        from trainer.eval.coverage import Coverage
-
-        gaps = ", ".join(f"{len(cov[kind])} {kind}" for kind in Coverage.KINDS if cov[kind])
-        lines.append(f"  coverage ({cov['profile']}): {cov['scored']} of {cov['expected']} keys scored; {gaps} "
-                     f"(listed in {path} under coverage)")
-    return "\n".join(lines)
 
 
 def eval_command(
@@ -290,4 +252,4 @@ def compare_command(
         typer.echo(render(cmp))
 
 
-__all__ = ["aggregate_command", "compare_command", "eval_command", "summary_text"]
+__all__ = ["aggregate_command", "compare_command", "eval_command"]

@@ -127,3 +127,35 @@ def test_0001_each_step_logs_the_episode_metrics(tmp_path, monkeypatch):
                  "training/episode/end_reason/done": 0.75, "training/episode/end_reason/agent_limit": 0.25,
                  "training/episode/system_error_reruns/mean": 0.75}
     assert buf._episode_metrics("train", []) == {}
+
+
+def _init_default_group(module, monkeypatch, tmp_path) -> str:
+    """`initialize_global_process_group_ray` of `module` on the CPU platform, one rank: the
+    backend the group got, or the error torch raised."""
+    import torch.distributed as dist
+
+    from trainer.verl.cpu.platform import PlatformCPU
+
+    monkeypatch.setattr(module, "get_device_name", lambda: PlatformCPU().device_name)
+    monkeypatch.setattr(module, "get_nccl_backend", lambda: PlatformCPU().communication_backend_name())
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    monkeypatch.setenv("DIST_INIT_METHOD", f"file://{tmp_path / 'pg'}")
+    try:
+        module.initialize_global_process_group_ray(timeout_second=30)
+        return str(dist.get_backend())
+    except ValueError as e:
+        return f"error: {e}"
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def test_0002_the_cpu_platform_gets_one_gloo_backend(tmp_path, monkeypatch):
+    patch = PATCHES / "0002-cpu-process-group.patch"
+    stock = stock_module(tmp_path, patch, "verl/utils/distributed.py", "_tb_stock_distributed")
+    got = _init_default_group(stock, monkeypatch, tmp_path / "a")
+    assert got.startswith("error:") and "Duplicate device type cpu" in got, got
+
+    mod = patched_module(tmp_path / "patched", patch, "verl/utils/distributed.py", "_tb_patched_distributed")
+    assert _init_default_group(mod, monkeypatch, tmp_path / "b") == "gloo"

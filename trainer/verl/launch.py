@@ -17,7 +17,9 @@
 4. The patches of trainer/verl/patches: their state is printed; a real launch applies any that is
    not in force (trainer/verl/patching.py), so a re-sync that restored verl's stock files cannot
    make it train on unpatched verl.
-5. `DRY_RUN=true`: print the command (`python -m verl.trainer.main_ppo`) and every resolved
+5. A config may name `env:` (variables set for the run) and `prepare:` (argument lists run as
+   `python ARGS` before it, e.g. building a local model: configs/cpu_smoke.yaml); both are printed.
+6. `DRY_RUN=true`: print the command (`python -m verl.trainer.main_ppo`) and every resolved
    override, one per line, secrets redacted, then exit 0: no Ray, no GPU, no server, no model.
    Otherwise the endpoints must answer, and the command runs against `RAY_ADDRESS`.
 
@@ -47,6 +49,7 @@ ENTRY = [sys.executable, "-m", "verl.trainer.main_ppo"]
 _ENV = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)(?:,([^}]*))?\}")
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.I)
 LEGACY = {"custom_reward_function": "reward.custom_reward_function"}
+PREPARE, ENV = "@prepare", "@env"  # a config's `prepare:` (commands run first) and `env:` (the run's variables)
 
 
 class LaunchError(ValueError):
@@ -91,6 +94,15 @@ def read_config(path: Path, env: Mapping[str, str], seen: tuple[Path, ...] = ())
     base = data.pop("extends", None)
     if base:
         out.update(read_config((path.parent / base).resolve(), env, seen + (path,)))
+    prepare, variables = data.pop("prepare", None), data.pop("env", None)
+    if prepare is not None:
+        if not isinstance(prepare, list) or not all(isinstance(c, list) and c for c in prepare):
+            raise LaunchError(f"{path.name}: prepare: expected a list of argument lists (run with this Python)")
+        out[PREPARE] = [*out.get(PREPARE, []), *[[str(_fill_env(a, env, f"{path.name}: prepare")) for a in c] for c in prepare]]
+    if variables is not None:
+        if not isinstance(variables, dict):
+            raise LaunchError(f"{path.name}: env: expected a mapping of variable names to values")
+        out[ENV] = {**out.get(ENV, {}), **{str(k): str(_fill_env(v, env, f"{path.name}: env.{k}")) for k, v in variables.items()}}
     for k, v in data.items():
         out[str(k)] = _fill_env(v, env, f"{path.name}: {k}")
     return out
@@ -231,14 +243,21 @@ def redact(text: str, env: Mapping[str, str]) -> str:
     return re.sub(r"(https?://[^\s?#]+)\?[^\s#]*", r"\1?[redacted]", text)  # its query
 
 
-def plan(cli: Sequence[str], env: Mapping[str, str]) -> tuple[list[str], Any, list[Check]]:
+@dataclass
+class Extras:
+    prepare: list[list[str]]  # argument lists, each run as `python ARGS...` before the launch
+    env: dict[str, str]  # variables set for the run (and so for a local Ray's workers)
+
+
+def plan(cli: Sequence[str], env: Mapping[str, str]) -> tuple[list[str], Any, list[Check], Extras]:
     config_path = Path(env.get("CONFIG") or DEFAULT_CONFIG)
     if not config_path.is_absolute():
         config_path = (Path.cwd() / config_path).resolve()
     config = {**read_config(config_path, env), **sampling_overrides()}
+    extras = Extras(config.pop(PREPARE, []), config.pop(ENV, {}))
     overrides = overrides_from(config, cli)
     cfg = compose(overrides)
-    return overrides, cfg, preflight(cfg, env)
+    return overrides, cfg, preflight(cfg, {**env, **extras.env}), extras
 
 
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
@@ -246,12 +265,18 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     argv = list(sys.argv[1:] if argv is None else argv)
     dry = env.get("DRY_RUN", "").lower() in ("1", "true", "yes")
     try:
-        overrides, cfg, checks = plan(argv, env)
+        overrides, cfg, checks, extras = plan(argv, env)
     except LaunchError as e:
         print(redact(f"error: {e}", env), file=sys.stderr)
         return 2
     lines = ["python " + " ".join(ENTRY[1:]) + " \\"] + [f"    {o} \\" for o in overrides[:-1]] + [f"    {overrides[-1]}"]
     print(redact("\n".join(["# command", *lines]), env))
+    if extras.env or extras.prepare:
+        print("# environment and preparation (the config's env: and prepare:)")
+        for k, v in extras.env.items():
+            print(redact(f"{k}={v}", {**env, **extras.env}))
+        for c in extras.prepare:
+            print(redact("python " + " ".join(c), env))
     print("# preflight")
     for c in checks:
         print(redact(f"{'ok  ' if c.ok else 'FAIL'}  {c.rule}: {c.detail}", env))
@@ -276,7 +301,13 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     if down:
         print(redact("error: endpoint(s) not answering: " + "; ".join(down), env), file=sys.stderr)
         return 1
+    env.update(extras.env)
     env.setdefault("WANDB_MODE", "offline")  # wandb logs locally unless the user asks for online
+    for c in extras.prepare:
+        rc = subprocess.call([sys.executable, *c], env=env, cwd=str(ROOT))
+        if rc != 0:
+            print(f"error: prepare step failed (exit {rc}): python {' '.join(c)}", file=sys.stderr)
+            return rc
     return subprocess.call([*ENTRY, *overrides], env=env, cwd=str(ROOT))
 
 

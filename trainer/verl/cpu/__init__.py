@@ -1,0 +1,34 @@
+"""verl on CPU, through verl's own registries (no verl file edited):
+
+- the platform "cpu" (`PlatformRegistry`; select with `VERL_PLATFORM=cpu`): trainer/verl/cpu/platform.py
+- the rollout "hf_cpu" (`RolloutReplicaRegistry` and verl's rollout-class table, hybrid mode,
+  weight sync by `checkpoint_engine.backend=naive`): trainer/verl/cpu/rollout.py
+
+verl imports this package in every process that imports verl when
+`VERL_USE_EXTERNAL_MODULES=trainer.verl.cpu` (configs/cpu_smoke.yaml sets it for every Ray worker).
+A test-only path: see docs/training.md, "Run it on a laptop".
+"""
+
+from __future__ import annotations
+
+from trainer.verl.cpu import platform as _platform  # noqa: F401  (registers "cpu")
+
+NAME = "hf_cpu"
+
+
+def _load_replica():
+    from trainer.verl.cpu.rollout import HFCPUReplica
+
+    return HFCPUReplica
+
+
+def register() -> None:
+    """Register the rollout "hf_cpu" (idempotent)."""
+    from verl.workers.rollout import base
+    from verl.workers.rollout.replica import RolloutReplicaRegistry
+
+    RolloutReplicaRegistry.register(NAME, _load_replica)
+    base._ROLLOUT_REGISTRY[(NAME, "async")] = "trainer.verl.cpu.rollout.HFServerAdapter"
+
+
+register()

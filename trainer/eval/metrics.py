@@ -21,7 +21,6 @@ from math import comb
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
-from scipy.stats import beta
 
 from trainer.rollout.attempts import Tally  # (n, c, system_errors): the one tally type
 
@@ -41,6 +40,8 @@ def jeffreys_interval(c: int, n: int, level: float = LEVEL) -> tuple[float, floa
     c = n (Brown, Cai & DasGupta 2001). Applied to pass@1 with c = Σc, n = Σn."""
     if n <= 0:
         return None
+    from scipy.stats import beta  # imported here: scipy costs seconds at import
+
     a = (1 - level) / 2
     lo = 0.0 if c == 0 else float(beta.ppf(a, c + 0.5, n - c + 0.5))
     hi = 1.0 if c == n else float(beta.ppf(1 - a, c + 0.5, n - c + 0.5))

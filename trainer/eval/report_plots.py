@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from matplotlib import colormaps
-from matplotlib.colors import TwoSlopeNorm, to_rgba
-from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 DPI = 110
 GOLD = "#c9a227"
@@ -68,6 +68,9 @@ def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
 def heatmap(domains: Sequence[str], metrics: Sequence[str], base: Sequence[Sequence[float | None]],
             cand: Sequence[Sequence[float | None]], labels: tuple[str, str], path: Path) -> Path:
     """Figure 3: `base[i][j]`, `cand[i][j]` = metric j of domain i in % (None: absent)."""
+    from matplotlib import colormaps  # imported in each plot: matplotlib costs seconds at import
+    from matplotlib.colors import TwoSlopeNorm, to_rgba
+    from matplotlib.figure import Figure
     rows, cols = len(domains), len(metrics)
     fig = Figure(figsize=(4.2 * 3, 0.55 * rows + 1.8), dpi=DPI)
     axes = fig.subplots(1, 3)
@@ -114,6 +117,8 @@ def heatmap(domains: Sequence[str], metrics: Sequence[str], base: Sequence[Seque
 def pareto(runs: Sequence[ParetoPoint], path: Path) -> Path:
     """Figure 4: one point per run, in report
     order (the first is the base, the second the candidate)."""
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(7.5, 5), dpi=DPI)
     ax = fig.subplots()
     pts = [(r.pass_at_1, r.cost) for r in runs]
@@ -143,6 +148,10 @@ def pareto(runs: Sequence[ParetoPoint], path: Path) -> Path:
 
 def reliability(runs: Sequence[Curve], path: Path) -> Path:
     """pass^k and pass@k against k, one `Curve` per run."""
+    from matplotlib import colormaps
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
     fig = Figure(figsize=(7.5, 4.6), dpi=DPI)
     ax = fig.subplots()
     cycle = colormaps["tab10"]
@@ -169,6 +178,9 @@ def reliability(runs: Sequence[Curve], path: Path) -> Path:
 def bands(names: Sequence[str], counts: Mapping[str, Mapping[str, int]], kept: Mapping[str, int],
           path: Path) -> Path:
     """`counts[band][domain]` tasks; `kept[band]` of them kept for training."""
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
     fig = Figure(figsize=(8, 4.4), dpi=DPI)
     ax = fig.subplots()
     domains = sorted({d for per in counts.values() for d in per})

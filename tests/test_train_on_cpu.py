@@ -72,19 +72,18 @@ def test_rollouts_are_played_by_the_model_through_the_agent_loop_and_graded(run)
     assert records, "the agent loop wrote no episode records"
     recs = [json.loads(x) for p in records for x in p.read_text().splitlines() if x.strip()]
     assert len(recs) >= 2 * 2 * 8  # 2 steps x 2 tasks x 8 members
-    for r in recs[:16]:
+    for r in recs:
         assert r["tokens"]["response_ids"] and any(r["tokens"]["response_mask"])  # generated ids, mask 1
-        assert r["end_reason"] and r.get("verdict") is not None or "reward" in r
-        assert r["policy"].endswith("model") or r["policy"]  # the model verl trains
+        assert r["end_reason"] and r["verdict"]["explanation"]  # graded by the task's checks
+        assert r["policy"]["kind"] == "tokens" and r["policy"]["model"].endswith("model")  # the model verl trains
 
 
 @pytest.mark.engine
 def test_rewards_reach_verl_as_the_verdicts(run):
     recs = [json.loads(x) for x in (run["ckpt"] / "records" / "step_1.jsonl").read_text().splitlines() if x.strip()]
-    verdict_mean = sum(r["reward"] for r in recs) / len(recs)
+    verdict_mean = sum(r["verdict"]["reward"] for r in recs) / len(recs)
     # verl logs the sampled episodes' reward_extra_info.score (the verdict) as training/episode/score/mean
-    assert run["first"][1]["training/episode/score/mean"] == pytest.approx(verdict_mean, abs=1e-6) or \
-        run["first"][1]["training/episode/score/mean"] <= 1.0
+    assert run["first"][1]["training/episode/score/mean"] == pytest.approx(verdict_mean, abs=1e-6)
 
 
 @pytest.mark.engine

@@ -240,7 +240,7 @@ def compose(pool_dir: Path, ckpt: Path, *extra: str):
 
     env = {"TRAIN_FILE": str(pool_dir / "train.parquet"), "VAL_FILE": str(pool_dir / "test.parquet"),
            "CKPT_DIR": str(ckpt), "NODE_GPUS": "8", "HOME": str(ckpt.parent)}
-    _, cfg, _ = plan([*SWITCH, f"data.train_batch_size={BATCH}", "+data.online_difficulty.explore=0", *extra], env)
+    _, cfg, _, _ = plan([*SWITCH, f"data.train_batch_size={BATCH}", "+data.online_difficulty.explore=0", *extra], env)
     OmegaConf.resolve(cfg)  # as verl's TaskRunnerV1.run does
     return cfg
 

@@ -100,9 +100,11 @@ def run_dir(tmp_path_factory):
 
 
 def vllm_engine(example: str):
-    """The example as a parameter; one that runs vLLM's own parsers (their environment) is an engine test."""
+    """The example as a parameter; one that runs vLLM's own parsers (their environment) or verl's
+    model merger (a verl process loading FSDP shards) is an engine test."""
     argv = shlex.split(example)[1:]
-    return pytest.param(example, marks=pytest.mark.engine) if argv[0] == "parity" and "vllm" in argv else example
+    engine = (argv[0] == "parity" and "vllm" in argv) or argv[:2] == ["checkpoint", "merge"]
+    return pytest.param(example, marks=pytest.mark.engine) if engine else example
 
 
 @pytest.mark.parametrize("example", [vllm_engine(ex) for ex in EXAMPLES], ids=EXAMPLES)

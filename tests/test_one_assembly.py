@@ -105,8 +105,8 @@ def training_row(uid: str, *, step: int, member: int, split: str = "train", **ex
 
 def comparable(rec) -> dict[str, Any]:
     """A record without what differs by construction: wall-clock stamps (started_at, timings, tool
-    results and their template deltas), the policy's identity (a synthetic policy vs verl's server)
-    and the synthetic flag that follows from it."""
+    results, their template deltas and the prompt-token counts they enter), the policy's identity
+    (a synthetic policy vs verl's server) and the synthetic flag that follows from it."""
     d = rec.to_dict()
     for k in ("started_at", "timings", "policy", "synthetic"):
         d.pop(k)
@@ -116,6 +116,9 @@ def comparable(rec) -> dict[str, Any]:
     d["prompt_ids"] = t["prompt_ids"]
     d["generated"] = [x for x, m in zip(t["response_ids"], t["response_mask"]) if m]
     d["logprob_count"] = sum(1 for x in t["logprobs"] if x is not None)
+    # prompt tokens count the tool results' template deltas, whose wall-clock stamps may tokenize
+    # to one token more or less; calls and generated tokens are exact
+    d["usage"] = {role: {k: v for k, v in u.items() if k != "input_tokens"} for role, u in d["usage"].items()}
     return d
 
 

@@ -162,6 +162,7 @@ def _init_default_group(module_file: Path, tmp_path: Path) -> str:
     return json.loads(next(x for x in out.stdout.splitlines() if x.startswith("RESULT "))[len("RESULT "):])
 
 
+@pytest.mark.engine  # a real gloo process group, in two fresh processes that import torch (~40 s)
 def test_0002_the_cpu_platform_gets_one_gloo_backend(tmp_path):
     patch = PATCHES / "0002-cpu-process-group.patch"
     stock = stock_module(tmp_path, patch, "verl/utils/distributed.py", "_tb_stock_distributed")

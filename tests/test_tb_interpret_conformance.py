@@ -58,14 +58,36 @@ def test_corpus_covers_vllm_test_categories():
 def test_unknown_tool_message_lists_available_tools():
     c = ti.parse(ti_call := '<tool_call>\n{"name": "nope", "arguments": {}}\n</tool_call>',
                  family="hermes", tools=TOOLS, thinking=False)
-    assert c.calls[0].message == "Error: tool 'nope' does not exist. Available tools: get_order, update_order."
+    assert c.calls[0].message == "Error: tool 'nope' does not exist. Available tools: close_order, get_order, update_order."
     assert ti_call in ti_call  # the raw text is not altered
 
 
-def test_unknown_parameter_message():
-    c = ti.parse('<tool_call>\n{"name": "get_order", "arguments": {"order_id": 1, "x": 2}}\n</tool_call>',
+def test_a_parameter_the_schema_forbids_is_refused_by_name():
+    c = ti.parse('<tool_call>\n{"name": "close_order", "arguments": {"order_id": 1, "x": 2}}\n</tool_call>',
                  family="hermes", tools=TOOLS, thinking=False)
-    assert c.calls[0].message == "Error: tool 'get_order' has no parameter(s) 'x'. Valid parameters: order_id."
+    assert c.calls[0].message == "Error: tool 'close_order' has no parameter(s) 'x'. Valid parameters: order_id."
+
+
+@pytest.mark.parametrize("family", ["hermes", "xml"])
+def test_a_parameter_the_schema_does_not_declare_goes_to_the_server(family):
+    """Only what the schema forbids is refused: without `additionalProperties: false` an undeclared
+    parameter is passed on (its value untyped in xml: no schema says its type), and the schema's
+    other rules still apply to the declared ones."""
+    text = {"hermes": '<tool_call>\n{"name": "get_order", "arguments": {"order_id": 1, "filter": {"a": 1}}}\n</tool_call>',
+            "xml": "<tool_call>\n<function=get_order>\n<parameter=order_id>\n1\n</parameter>\n<parameter=filter>\n"
+                   '{"a": 1}\n</parameter>\n</function>\n</tool_call>'}[family]
+    [call] = ti.parse(text, family=family, tools=TOOLS, thinking=False).calls
+    assert call.executable and call.arguments == {"order_id": 1, "filter": {"a": 1} if family == "hermes" else '{"a": 1}'}
+    bad = text.replace('"order_id": 1', '"order_id": "one"').replace("\n1\n", "\none\n")
+    [call] = ti.parse(bad, family=family, tools=TOOLS, thinking=False).calls
+    assert call.problem == "invalid_arguments" and "'order_id'" in call.message
+    schemas = {"type": "object", "properties": {"q": {"type": "string"}}, "additionalProperties": {"type": "integer"}}
+    ts = ti.Toolset([{"name": "search", "parameters": schemas}])
+    ok = ti.parse('<tool_call>\n{"name": "search", "arguments": {"q": "a", "page": 2}}\n</tool_call>', family="hermes",
+                  tools=ts, thinking=False)
+    no = ti.parse('<tool_call>\n{"name": "search", "arguments": {"q": "a", "page": "2"}}\n</tool_call>',
+                  family="hermes", tools=ts, thinking=False)
+    assert ok.calls[0].executable and no.calls[0].problem == "invalid_arguments"
 
 
 def test_missing_required_and_type_errors_name_the_field():

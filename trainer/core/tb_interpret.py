@@ -65,6 +65,10 @@ from trainer.core.tb_render import (  # noqa: F401  (FAMILIES, STOP_TOKENS, rend
 Finish = Literal["stop", "tool_calls", "length"]
 CallProblem = Literal["truncated", "malformed", "unknown_tool", "invalid_arguments", "wrong_format"]
 
+MAX_CALLS = 64  # tool calls read in one turn; a turn with more runs none of them
+MAX_DEPTH = 64  # nesting of a JSON value in a call (objects and arrays); deeper is rejected
+REPLACEMENT = "\ufffd"  # what a lone surrogate in the text is read as
+
 THINK_START, THINK_END = "<think>", "</think>"
 CALL_START, CALL_END = "<tool_call>", "</tool_call>"
 FUNC_START, FUNC_END = "<function=", "</function>"
@@ -204,7 +208,66 @@ def _no_constant(s: str) -> Any:
 
 
 # json.loads that rejects non-finite numbers anywhere in the value, in the same pass
-_finite_json = json.JSONDecoder(parse_float=_finite_float, parse_constant=_no_constant).decode
+_decode = json.JSONDecoder(parse_float=_finite_float, parse_constant=_no_constant).decode
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class TooDeep(ValueError):
+    """A JSON value nested deeper than `MAX_DEPTH` (or too deep for the decoder)."""
+
+
+def _finite_json(raw: str) -> Any:
+    """A strict, finite JSON value of at most `MAX_DEPTH` levels; `ValueError` otherwise (`TooDeep`
+    for nesting). Never a `RecursionError`: the decoder's is caught, and the depth of what it did
+    decode is measured without recursion, so every later step (schema validation, the markup check,
+    the record's encoding) sees a bounded value."""
+    try:
+        value = _decode(raw)
+    except RecursionError:
+        raise TooDeep(f"nested deeper than {MAX_DEPTH} levels") from None
+    if isinstance(value, (dict, list)) and _depth_over(value, MAX_DEPTH):
+        raise TooDeep(f"nested deeper than {MAX_DEPTH} levels")
+    return value
+
+
+def _depth_over(value: Any, limit: int) -> bool:
+    stack = [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if d > limit:
+            return True
+        items = v.values() if isinstance(v, dict) else v
+        stack.extend((x, d + 1) for x in items if isinstance(x, (dict, list)))
+    return False
+
+
+def _lone_surrogate(value: Any) -> bool:
+    """Whether a decoded JSON value holds a lone surrogate (an escape such as ``\\ud800``
+    without its pair) in a key or string: text that is not Unicode, which no tool is given."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            if _SURROGATE.search(v):
+                return True
+        elif isinstance(v, dict):
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return False
+
+
+def valid_unicode(text: str) -> str:
+    """`text` with every lone surrogate (a code point U+D800..U+DFFF, which UTF-8 cannot encode and
+    no tokenizer decodes to) replaced by U+FFFD, as a UTF-8 decoder reads invalid bytes."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return _SURROGATE.sub(REPLACEMENT, text)
 def _coerce(value: str, types: set[str]) -> Any:
     for t in ("null", "integer", "number", "boolean"):  # the order of the rules; then object/array, string
         if t not in types:
@@ -237,6 +300,8 @@ def _coerce(value: str, types: set[str]) -> Any:
     # read the same JSON, so it is parsed once.
     try:
         return _finite_json(value)
+    except TooDeep:
+        raise  # the call is rejected (a string parameter never gets here)
     except ValueError:
         return value
 
@@ -259,13 +324,23 @@ def _check(name: str, args: dict[str, Any], toolset: Toolset | None) -> ToolCall
         return ToolCall(name, args, "unknown_tool",
                         f"Error: tool '{name}' does not exist. Available tools: {known}.")
     props = tool.properties
-    if props or tool.parameters.get("additionalProperties") is False:
+    if _SURROGATE.search(name) or _lone_surrogate(args):
+        return ToolCall(name, args, "invalid_arguments",
+                        f"Error: the call to tool '{valid_unicode(name)}' holds text that is not valid Unicode "
+                        "(an escaped lone surrogate such as \\ud800); it was not executed.")
+    # A parameter the schema does not declare is refused only where the schema forbids it
+    # (`additionalProperties: false`); otherwise the call goes to the server, which decides.
+    if tool.parameters.get("additionalProperties") is False and "patternProperties" not in tool.parameters:
         unknown = [k for k in args if k not in props]
         if unknown:
             return ToolCall(name, args, "invalid_arguments",
                             f"Error: tool '{name}' has no parameter(s) {', '.join(map(repr, unknown))}. "
                             f"Valid parameters: {', '.join(props) or '(none)'}.")
-    err = next(iter(tool.validator.iter_errors(args)), None)
+    try:
+        err = next(iter(tool.validator.iter_errors(args)), None)
+    except RecursionError:  # a schema that recurses on itself ($ref loops) over a deep value
+        return ToolCall(name, args, "invalid_arguments",
+                        f"Error: the arguments of tool '{name}' are nested too deeply to validate.")
     if err is not None:
         where = "/".join(str(p) for p in err.absolute_path)
         return ToolCall(name, args, "invalid_arguments",
@@ -282,7 +357,7 @@ def _bad(name: str, problem: CallProblem, why: str) -> ToolCall:
 
 # Markup a value may not hold: the parsers under comparison read these tags (spaces allowed, as
 # vLLM's parameter regex allows them) wherever they occur, and vLLM deletes a stray </think>.
-_MARKUP = re.compile(r"<\s*/?\s*(?:tool_call|function|parameter|think)\b|<\|im_(?:start|end)\|>")
+_MARKUP = re.compile(r"<\s*(?:/\s*)?(?:tool_call|function|parameter|think)\b|<\|im_(?:start|end)\|>")
 _STRUCTURAL = ("truncated", "malformed", "wrong_format")
 
 
@@ -298,10 +373,17 @@ def _markup_in(v: Any) -> str | None:
     return None
 
 
+_TOO_MANY = (f"Error: this turn has more than {MAX_CALLS} tool calls, so none of them were executed. "
+             f"Make at most {MAX_CALLS} calls in one turn.")
+
+
 def _all_or_none(calls: list[ToolCall]) -> list[ToolCall]:
-    """A turn with a cut-off, malformed or wrongly formatted call runs none of its calls (vLLM's
+    """A turn with more than `MAX_CALLS` calls runs none of them (the scan stopped at the first one
+    past the limit: the turn's calls are those `MAX_CALLS + 1`, each told why). A turn with a cut-off, malformed or wrongly formatted call runs none of its calls (vLLM's
     hermes parser runs none; its XML parser merges or guesses, which we never execute). The agent
     is told which call was bad, and that the others did not run either."""
+    if len(calls) > MAX_CALLS:
+        return [ToolCall(c.name, c.arguments, "malformed", _TOO_MANY) for c in calls]
     bad = next((i for i, c in enumerate(calls) if c.problem in _STRUCTURAL), None)
     if bad is None:
         return calls
@@ -322,7 +404,7 @@ def _hermes_calls(text: str, toolset: Toolset | None) -> tuple[list[ToolCall], l
     calls: list[ToolCall] = []
     segments: list[str] = []
     pos = 0
-    while (start := text.find(CALL_START, pos)) != -1:
+    while len(calls) <= MAX_CALLS and (start := text.find(CALL_START, pos)) != -1:
         segments.append(text[pos:start])
         body = start + len(CALL_START)
         close = text.find(CALL_END, body)
@@ -346,6 +428,8 @@ def _hermes_call(raw: str, toolset: Toolset | None) -> ToolCall:
                     'tool calls must be JSON: <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>.')
     try:
         obj = _finite_json(raw)
+    except TooDeep as e:
+        return _bad("", "malformed", f"the tool call's JSON is {e}; it was not executed.")
     except ValueError as e:
         return _bad("", "malformed", f"the tool call is not valid JSON ({e}): {raw[:200]!r}.")
     name = _name_of(obj)
@@ -381,7 +465,7 @@ def _xml_calls(text: str, toolset: Toolset | None) -> tuple[list[ToolCall], list
     calls: list[ToolCall] = []
     segments: list[str] = []
     pos = 0
-    while (m := _XML_START.search(text, pos)) is not None:
+    while len(calls) <= MAX_CALLS and (m := _XML_START.search(text, pos)) is not None:
         segments.append(text[pos:m.start()])
         if m.group() == FUNC_START:  # no <tool_call> around it
             fend = text.find(FUNC_END, m.end())
@@ -405,9 +489,10 @@ def _xml_calls(text: str, toolset: Toolset | None) -> tuple[list[ToolCall], list
 
 
 def _try_json(raw: str) -> Any:
+    """The JSON value of `raw`, or None (only a name is read from it: any depth is fine)."""
     try:
         return json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
 
 
@@ -449,7 +534,11 @@ def _xml_call(raw: str, toolset: Toolset | None) -> ToolCall:
             return _bad(name, "malformed", f"the value of parameter '{pname}' of tool '{name}' {why}.")
         if pname in args:
             return ToolCall(name, args, "invalid_arguments", f"Error: parameter '{pname}' of tool '{name}' is given twice.")
-        args[pname] = _coerce(value, types[pname]) if pname in types else value
+        try:
+            args[pname] = _coerce(value, types[pname]) if pname in types else value
+        except TooDeep as e:
+            return _bad(name, "invalid_arguments", f"the value of parameter '{pname}' of tool '{name}' is {e}; "
+                        "it was not executed.")
         pos = _WS.match(body, end + len(PARAM_END)).end()
     call = _check(name, args, toolset)
     nones = [k for k, v in args.items() if v == "None" and "null" in types.get(k, ())]
@@ -489,6 +578,7 @@ def parse(text: str, *, family: Family, tools: Toolset | Iterable[Mapping[str, A
     """
     check_family(family)
     toolset = tools if isinstance(tools, Toolset) or tools is None else Toolset(tools)
+    text = valid_unicode(text)
     reasoning, rest = split_reasoning(text, thinking)
     in_reasoning = reasoning.count(CALL_START) if reasoning else 0
     if tool_choice == "none":
@@ -536,8 +626,10 @@ def response_text(response: Mapping[str, Any]) -> tuple[str, Literal["stop", "le
     # "reasoning": "..." is how some servers answer)
     split = next((msg[k] for k in ("reasoning_content", "reasoning") if msg.get(k) is not None), None)
     if split is not None:  # the server split reasoning: rebuild the text the model wrote
+        if not isinstance(split, str):
+            raise InterpretError(f"response reasoning is not text: {str(split)[:80]!r}")
         text = f"{THINK_START}\n{split}\n{THINK_END}\n\n{text}"
-    return text, finish
+    return valid_unicode(text), finish
 
 
 def parse_response(response: Mapping[str, Any], **kw: Any) -> Completion:
@@ -549,6 +641,7 @@ def parse_response(response: Mapping[str, Any], **kw: Any) -> Completion:
 
 __all__ = [
     "Completion", "ToolCall", "Tool", "Toolset", "InterpretError", "Family", "FAMILIES",
-    "parse", "parse_ids", "parse_response", "response_text", "split_reasoning", "schema_types",
+    "parse", "parse_ids", "parse_response", "response_text", "split_reasoning", "schema_types", "valid_unicode",
+    "MAX_CALLS", "MAX_DEPTH",
     "render", "merge_system", "TokenTrajectory", "turn_text",
 ]

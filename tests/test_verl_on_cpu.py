@@ -339,3 +339,40 @@ def test_step_metrics_from_the_batch_of_a_group():
     assert m["thinkingbox/zero_variance_group_share"] == (0.5 if len(set(rewards[:4])) > 1 else 1.0)
     assert m["thinkingbox/end_reason/done"] == 1.0 and m["thinkingbox/members_rerun_total"] == 0
     assert m["thinkingbox/tokens_per_episode"] > 0 and m["thinkingbox/tool_calls_per_episode"] >= 1
+
+
+class VersionedServer(SyntheticServer):
+    """Stamps each output with a weight version as verl's rollout servers and `LLMServerClient`
+    do (`global_steps`, then `min_/max_global_steps` set from it): versions 3, 3, 4, ... across the
+    episode's turns, as when weights change under a running episode."""
+
+    def __init__(self, *a: Any, versions: list[int | None], **kw: Any):
+        super().__init__(*a, **kw)
+        self.versions = versions
+
+    async def generate(self, request_id, **kw) -> TokenOutput:
+        out = await super().generate(request_id, **kw)
+        v = self.versions[min(len(self.calls) - 1, len(self.versions) - 1)]
+        out.extra_fields = {"global_steps": v, "min_global_steps": v, "max_global_steps": v}
+        return out
+
+
+def test_the_weight_versions_of_an_episodes_tokens_reach_verls_batch():
+    """verl's trainer reads `min_global_steps` / `max_global_steps` of every sample (its staleness
+    metrics: `int()` of each, a missing one stops the step): the first and last version an
+    episode generated under, through verl's own post-processing."""
+    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
+
+    server = VersionedServer(p=1.0, seed=3, versions=[3, 3, 4])
+    out = run(agent_loop(server).run(dict(SAMPLING), **row(WRITE_TASK), global_steps=4))
+    assert len(server.calls) >= 3
+    assert (out.extra_fields["min_global_steps"], out.extra_fields["max_global_steps"]) == (3, 4)
+    worker = dummy_worker()
+    internal = run(AgentLoopWorker._agent_loop_postprocess(worker, out, False, **row(WRITE_TASK)))
+    batch = AgentLoopWorker._postprocess(worker, inputs=[internal], input_non_tensor_batch={
+        "index": np.array([0], dtype=object), "agent_name": np.array(["thinkingbox_agent"], dtype=object)})
+    assert batch.non_tensor_batch["min_global_steps"].tolist() == [3]
+    assert batch.non_tensor_batch["max_global_steps"].tolist() == [4]
+    # a server that stamps nothing: the episode is put at the weights being served (step - 1)
+    plain = run(agent_loop(SyntheticServer(p=1.0, seed=3)).run(dict(SAMPLING), **row(WRITE_TASK), global_steps=5))
+    assert (plain.extra_fields["min_global_steps"], plain.extra_fields["max_global_steps"]) == (4, 4)

@@ -14,7 +14,8 @@ and returns what verl trains on:
     reward_score        the verdict's reward (the task's checks on the terminal database state)
     extra_fields        `reward_extra_info` {score, passed, end_reason, system_error_reruns, ...}
                         (DAPO filtering reads `score`: set algorithm.filter_groups.metric=score),
-                        and `tb_record`: the episode record
+                        `tb_record`: the episode record, and `min_global_steps` /
+                        `max_global_steps`: the weight versions its tokens came from
     num_turns, metrics  chat turns; model / tool / grading seconds
 
 The episode is `tbt run`'s: its setup comes from the same functions (trainer/verl/env.py), its
@@ -27,7 +28,9 @@ Records: every episode is appended, as `tbt run` writes it (`RecordWriter`), to
 `<thinkingbox.records_dir>/step_<N>.jsonl` (default records_dir: `trainer.default_local_dir`/
 records; validation rows to `val_step_<N>.jsonl`), and every system-error attempt to
 `step_<N>.errors.jsonl`: `tbt show`, `tbt aggregate` and a reward audit read training as they read
-`tbt run`. Each worker appends whole lines (one write each) to the shared files.
+`tbt run`. Each worker appends whole lines (one write each) to the shared files. Their run
+identity (`run`, trainer/rollout/identity.py) names the policy `verl:<model path>`, the user and
+judge specs, the step's run seed and the dataset.
 
 A member whose episode ends in a **system error** (a backend timeout, a crashed server, an
 endpoint fault) is re-run here with a fresh sandbox, same task, same weights, up to
@@ -48,6 +51,7 @@ from typing import Any
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput
 
 from trainer.rollout.episode import run_episode
+from trainer.rollout.identity import dataset_block, run_block
 from trainer.rollout.policy import Generation, SamplingParams, TokenClientPolicy
 from trainer.rollout.record import EpisodeRecord
 from trainer.rollout.runner import episode_seed, play_with_retries, step_seed
@@ -56,18 +60,49 @@ from trainer.verl.env import TBConfig, worker_env
 log = logging.getLogger(__name__)
 
 
+_DATASET_BLOCKS: dict[str, dict[str, Any]] = {}  # dataset path -> its run.dataset block (a worker's datasets never change)
+
+
 class MemberSystemError(RuntimeError):
     """A group member that kept ending in system errors: its group must not be trained on."""
 
 
-def server_generate(server_manager: Any, sampling_params: dict[str, Any]):
+class PolicyVersions:
+    """The weight versions (verl's `global_steps`, stamped by the rollout server on every
+    generation) an episode's tokens were generated under: verl's trainer reads the first and the
+    last as `min_global_steps` / `max_global_steps` (staleness metrics, off-policy handling)."""
+
+    def __init__(self) -> None:
+        self.first: int | None = None
+        self.last: int | None = None
+
+    def see(self, extra_fields: dict[str, Any] | None) -> None:
+        fields = extra_fields or {}
+        low = fields.get("min_global_steps", fields.get("global_steps"))
+        high = fields.get("max_global_steps", fields.get("global_steps"))
+        if self.first is None and low is not None:
+            self.first = int(low)
+        if high is not None:
+            self.last = int(high)
+
+    def fields(self, current: int) -> dict[str, int]:
+        """The two fields; an episode that generated nothing (or a server that stamps no version)
+        is put at `current`, the weights being served now."""
+        first = self.first if self.first is not None else current
+        return {"min_global_steps": first, "max_global_steps": self.last if self.last is not None else first}
+
+
+def server_generate(server_manager: Any, sampling_params: dict[str, Any], versions: PolicyVersions | None = None):
     """A `TokenClientPolicy` generate function over verl's server manager (one request id per
-    episode: a sticky session for the engine's prefix cache)."""
+    episode: a sticky session for the engine's prefix cache); each output's weight version goes to
+    `versions`."""
     request_id = uuid.uuid4().hex
 
     async def generate(prompt_ids: list[int], max_tokens: int, seed: int) -> Generation:
         out = await server_manager.generate(request_id, prompt_ids=list(prompt_ids),
                                             sampling_params={**sampling_params, "max_tokens": max_tokens})
+        if versions is not None:
+            versions.see(getattr(out, "extra_fields", None))
         ids = list(out.token_ids)
         lps = list(out.log_probs) if out.log_probs is not None else None
         return Generation(ids=ids, logprobs=lps if lps is not None and len(lps) == len(ids) else None,
@@ -76,7 +111,8 @@ def server_generate(server_manager: Any, sampling_params: dict[str, Any]):
     return generate
 
 
-def to_output(rec: EpisodeRecord, *, response_length: int, prompt_length: int | None, reruns: int) -> AgentLoopOutput:
+def to_output(rec: EpisodeRecord, *, response_length: int, prompt_length: int | None, reruns: int,
+              versions: PolicyVersions | None = None, step: int = 0) -> AgentLoopOutput:
     """The record as verl's `AgentLoopOutput` (module docstring)."""
     tokens = rec.tokens or {}
     if "prompt_ids" not in tokens:
@@ -100,7 +136,8 @@ def to_output(rec: EpisodeRecord, *, response_length: int, prompt_length: int | 
                                compute_score=rec.timings.get("grade", 0.0))
     return AgentLoopOutput(prompt_ids=prompt, response_ids=ids, response_mask=mask, response_logprobs=lps,
                            reward_score=reward, num_turns=turns, metrics=metrics,
-                           extra_fields={"reward_extra_info": info, "tb_record": rec.to_dict()})
+                           extra_fields={"reward_extra_info": info, "tb_record": rec.to_dict(),
+                                         **(versions or PolicyVersions()).fields(max(step - 1, 0))})
 
 
 class ThinkingBoxAgentLoop(AgentLoopBase):
@@ -127,13 +164,25 @@ class ThinkingBoxAgentLoop(AgentLoopBase):
         seed = episode_seed(run_seed, uid, member)
         sampling = rollout_sampling(sampling_params, self.tb.max_turn_tokens)
         where = records_paths(self.tb, step, validation=extra.get("split") == "validation")
+        if path not in _DATASET_BLOCKS:
+            _DATASET_BLOCKS[path] = dataset_block(env.dataset(path).tasks.values(), path, None)
+        kind = env.judge_identity.get("kind")
+        run_id = run_block(policy=f"verl:{self.model_name}", user=self.tb.user or "none",
+                           judge=self.tb.judge or ("$TBT_JUDGE_URL" if kind == "openai" else str(kind)),
+                           seed=run_seed, dataset=_DATASET_BLOCKS[path])
+
+        versions: dict[int, PolicyVersions] = {}
 
         async def play(attempt: int) -> EpisodeRecord:
-            policy = TokenClientPolicy(server_generate(self.server_manager, sampling_params), self.tokenizer,
+            versions[attempt] = PolicyVersions()
+            policy = TokenClientPolicy(server_generate(self.server_manager, sampling_params, versions[attempt]),
+                                       self.tokenizer,
                                        name=self.model_name, family=self.tb.family,  # type: ignore[arg-type]
                                        thinking=self.tb.thinking, sampling=sampling)
             setup = env.setup(path, policy, max_response_tokens=self.response_length)
-            return await run_episode(task, setup, repetition=member, seed=seed, attempt=attempt)
+            rec = await run_episode(task, setup, repetition=member, seed=seed, attempt=attempt)
+            rec.run = dict(run_id)
+            return rec
 
         def failed(rec: EpisodeRecord) -> None:
             log.warning("group member %s #%d attempt %d: system error (%s)", uid, member, rec.attempt, rec.system_error)
@@ -146,7 +195,8 @@ class ThinkingBoxAgentLoop(AgentLoopBase):
                                     "its group is dropped and refilled, never trained on")
         if where is not None:
             env.writer(where[0]).write(rec)
-        return to_output(rec, response_length=self.response_length, prompt_length=self.prompt_length, reruns=rec.attempt)
+        return to_output(rec, response_length=self.response_length, prompt_length=self.prompt_length, reruns=rec.attempt,
+                         versions=versions.get(rec.attempt), step=step)
 
 
 def rollout_sampling(sampling_params: dict[str, Any], max_turn_tokens: int) -> SamplingParams:
@@ -165,5 +215,5 @@ def records_paths(cfg: TBConfig, step: int, *, validation: bool) -> tuple[Path, 
     return Path(cfg.records_dir) / f"{stem}.jsonl", Path(cfg.records_dir) / f"{stem}.errors.jsonl"
 
 
-__all__ = ["MemberSystemError", "ThinkingBoxAgentLoop", "records_paths", "rollout_sampling", "server_generate",
+__all__ = ["MemberSystemError", "PolicyVersions", "ThinkingBoxAgentLoop", "records_paths", "rollout_sampling", "server_generate",
            "to_output"]

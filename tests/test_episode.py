@@ -442,26 +442,40 @@ def test_agent_limit_counts_agent_turns_over_the_episode(script, end, user_turns
     assert len(pol.chats) == 2 and rec.usage["agent"]["calls"] == 2
 
 
-def test_a_reasoning_only_turn_does_not_end_the_turn_but_counts():
+def test_a_reasoning_only_turn_is_asked_again_and_is_not_an_agent_turn():
+    """As in the framework's loop: an empty or reasoning-only reply is re-asked and not counted;
+    more than max_empty_turns (3) of them in a row end the episode with its own end reason, scored."""
     pol = ScriptedPolicy([think("let me think"), "", think("still thinking"), say("Nothing to do. <DONE>")])
     rec = play(FINE, pol)
     fine_not_removed(rec)
-    assert rec.end_reason == "done" and rec.turns == {"agent": 4, "user": 0}
+    assert rec.end_reason == "done" and rec.turns == {"agent": 1, "user": 0}
+    assert rec.usage["agent"]["calls"] == 4
     assert after_prompt(rec) == [
         {"role": "assistant", "content": "", "reasoning_content": "let me think"},
         {"role": "assistant", "content": "", "reasoning_content": ""},
         {"role": "assistant", "content": "", "reasoning_content": "still thinking"},
         {"role": "assistant", "content": "Nothing to do. <DONE>", "reasoning_content": "ok"}]
-    # with a limit, thinking forever ends the episode
-    rec = play(ep("test_fine_two_agent_turns"), ScriptedPolicy([think("a"), think("b"), think("never asked")]))
+    # thinking forever: a fourth empty turn in a row ends it, scored (a 0 here), not a system error
+    pol = ScriptedPolicy([think("a"), think("b"), "", "plain text <DONE> but the reasoning never closed", "never asked"])
+    rec = play(ep("test_fine_two_agent_turns"), pol)
     fine_not_removed(rec)
-    assert rec.end_reason == "agent_limit" and rec.turns == {"agent": 2, "user": 0}
+    assert (rec.end_reason, rec.system_error, rec.turns) == ("empty_turns", None, {"agent": 0, "user": 0})
+    assert rec.usage["agent"]["calls"] == 4 and rec.verdict["passed"] is False
+    # the count is of turns in a row: a turn that says something starts it again
+    pol = ScriptedPolicy([think("a"), think("b"), think("c"), call("find_member", **ADA), think("d"), think("e"),
+                          think("f"), say("Done. <DONE>")])
+    rec = play(FINE, pol)
+    assert rec.end_reason == "done" and rec.turns["agent"] == 2 and rec.usage["agent"]["calls"] == 8
+    rec = play(FINE, ScriptedPolicy([think("a"), say("x <DONE>")]), config=EpisodeConfig(max_empty_turns=0))
+    assert rec.end_reason == "empty_turns" and rec.usage["agent"]["calls"] == 1
+    with pytest.raises(ValueError, match="max_empty_turns"):
+        EpisodeConfig(max_empty_turns=-1)
 
 
 def test_text_without_its_think_block_is_reasoning_with_thinking_on_and_content_with_it_off():
     rec = play(FINE, ScriptedPolicy(["Done. <DONE>", say("Done. <DONE>")]))
     assert after_prompt(rec)[0] == {"role": "assistant", "content": "", "reasoning_content": "Done. <DONE>"}
-    assert rec.end_reason == "done" and rec.turns["agent"] == 2
+    assert rec.end_reason == "done" and rec.turns["agent"] == 1 and rec.usage["agent"]["calls"] == 2
     rec = play(FINE, ScriptedPolicy(["Done. <DONE>"], thinking=False))
     assert after_prompt(rec) == [{"role": "assistant", "content": "Done. <DONE>"}]
     assert rec.end_reason == "done" and rec.turns["agent"] == 1
@@ -838,9 +852,9 @@ def test_a_task_replaced_with_a_limit_behaves_as_one_loaded_with_it():
     assert rec.end_reason == "agent_limit" and rec.turns == {"agent": 1, "user": 0}
 
 
-def test_a_policy_that_only_reasons_ends_at_the_default_agent_turn_cap():
+def test_a_policy_that_only_calls_tools_ends_at_the_default_agent_turn_cap():
     """A task without max_agent_sim_turns still cannot loop forever: EpisodeConfig.max_agent_turns."""
     task = SAMPLES.tasks["toy_loans.py:test_fine_correction"]
     assert task.max_agent_sim_turns is None
-    rec = play(task, ScriptedPolicy([think("hmm")] * 10), config=EpisodeConfig(max_agent_turns=7))
+    rec = play(task, ScriptedPolicy([call("find_member", **ADA)] * 10), config=EpisodeConfig(max_agent_turns=7))
     assert rec.system_error is None and rec.end_reason == "agent_limit" and rec.turns["agent"] == 7

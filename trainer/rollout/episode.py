@@ -14,10 +14,13 @@ the `EpisodeRecord` it returns. Semantics (ThinkingBox's; docs/episodes.md, "One
   text to the user as an assistant message (formatted with the tool's JSON output), after which
   the turn passes to the user.
 - A turn with visible text and no calls passes to the user, unless its text ends with `<DONE>`.
+- A turn with neither calls nor visible text (empty, or reasoning only: with thinking on, text
+  without `</think>` is all reasoning) is asked again and is not an agent turn, as in the
+  framework's loop; more than `EpisodeConfig.max_empty_turns` (3) of them in a row end the episode
+  with `empty_turns` (a model or endpoint that answers nothing costs 4 requests, not the turn cap).
 - Ends (`end_reason`): `done`; `end_turn_tool`; `agent_limit` once `max_agent_sim_turns` agent
-  turns were taken (each tool-call group, each visible text and each empty turn counts: a turn
-  that was reasoning only does not end the turn, but counts; a task that sets no limit gets
-  `EpisodeConfig.max_agent_turns`, 200 by default, so no episode loops forever);
+  turns were taken (each tool-call group and each visible text counts; a task that sets no limit
+  gets `EpisodeConfig.max_agent_turns`, 200 by default, so no episode loops forever); `empty_turns`;
   `no_user_llm` when the turn passes to a user and there is none (no user, or no user context);
   `user_limit` when the user would speak more than `max_user_sim_turns` times. Budgets
   (`EpisodeConfig`) end it the same clean way: `token_budget` (the agent's generated tokens),
@@ -51,6 +54,7 @@ from trainer.env.grading.grader import grade_async
 from trainer.env.grading.judge import Judge
 from trainer.env.sandbox.mcp_host import Sandbox, SandboxError, ServerRegistry, strip_sources
 from trainer.env.taskformat.tasks import Agent, Task
+from trainer.rollout import agentview
 from trainer.rollout.http import EndpointError
 from trainer.rollout.policy import EpisodeInfo, Policy, PolicyError, PolicySession
 from trainer.rollout.record import EpisodeRecord
@@ -72,6 +76,13 @@ class EpisodeConfig:
     isolate_tests: bool = False  # run test functions in a subprocess (untrusted datasets)
     strip_sources: bool = False  # drop world_state `sources` (docs/sandbox.md, knowledge bases)
     max_agent_turns: int | None = 200  # the agent-turn cap of a task that sets no max_agent_sim_turns
+    max_empty_turns: int = 3  # empty or reasoning-only turns in a row that are asked again; one more ends it
+    agent_view: str = "thinkingbox"  # the tools and request as the framework sends them, or "plain" (agentview.py)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.max_empty_turns, int) or self.max_empty_turns < 0:
+            raise ValueError(f"max_empty_turns must be 0 or more, not {self.max_empty_turns!r}")
+        agentview.check_style(self.agent_view)
 
 
 @dataclass
@@ -110,8 +121,8 @@ class _Loop:
         self.session: PolicySession = self.policy.session(info)
         self.t0 = time.perf_counter()
         self.by_name = {t["name"]: t for t in sb.tools}
-        self.schemas = tool_schemas(sb.tools)
-        self.toolset = setup.toolset(self.schemas)
+        self.schemas = agentview.tool_schemas(sb.tools, self.cfg.agent_view)  # what the model is shown
+        self.toolset = setup.toolset(agentview.validation_schemas(sb.tools))  # what calls are checked against
         query, self.user_context, _ = task.formatted(sb.init_result)
         self.query = query
         rec.messages = task.prompt(setup.agent, sb.init_result)
@@ -302,44 +313,51 @@ class _Loop:
 
     # -- the loop
     async def run(self) -> str:
-        limit = self.task.max_agent_sim_turns if self.task.max_agent_sim_turns is not None else self.cfg.max_agent_turns
+        capped = self.task.max_agent_sim_turns is None  # the framework: no limit; ours: a safety cap
+        limit = self.cfg.max_agent_turns if capped else self.task.max_agent_sim_turns
+        at_limit = "agent_turn_cap" if capped else "agent_limit"
+        empty = 0  # empty or reasoning-only turns in a row
         try:
             while True:
                 if limit is not None and self.agent_turns >= limit:
-                    raise _End("agent_limit")
+                    raise _End(at_limit)
                 c = await self._generate()
+                if not c.calls and not c.content:  # nothing said: asked again, not an agent turn
+                    self.rec.messages.append(self._assistant_message(c, []))
+                    if self.traj is not None:
+                        self._extend([])
+                    empty += 1
+                    if empty > self.cfg.max_empty_turns:
+                        raise _End("empty_turns")
+                    continue
+                empty = 0
                 self.agent_turns += 1
                 if c.calls:
                     await self._tools(c)
                     continue
                 self.rec.messages.append(self._assistant_message(c, []))
-                if not c.content:
-                    if self.traj is not None:
-                        self._extend([])
-                    continue  # reasoning alone does not end a turn
                 self.response = c.content
                 if c.content.rstrip().endswith(DONE):
                     raise _End("done")
                 if limit is not None and self.agent_turns >= limit:
-                    raise _End("agent_limit")
+                    raise _End(at_limit)
                 await self._to_user(c.content)
         except _End as e:
             return e.reason
 
 
-def tool_schemas(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The sandbox's tool view as the OpenAI function schemas the prompt renders."""
-    return [{"type": "function", "function": {"name": t["name"], "description": t["description"],
-                                              "parameters": t["input_schema"]}} for t in tools]
+def tool_schemas(tools: list[dict[str, Any]], view: str = "thinkingbox") -> list[dict[str, Any]]:
+    """The sandbox's tool view as the OpenAI function schemas the prompt renders (agentview.py)."""
+    return agentview.tool_schemas(tools, view)
 
 
-async def opening_prompt(task: Task, registry: ServerRegistry, agent: Agent, *,
-                         strip: bool = False) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+async def opening_prompt(task: Task, registry: ServerRegistry, agent: Agent, *, strip: bool = False,
+                         view: str = "thinkingbox") -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(the opening messages, the tool schemas) an episode of `task` starts from: what its prompt
     renders (a sandbox is opened for the tool listing and the init result, then closed)."""
     ws = strip_sources(task.world_state()) if strip else None
-    async with Sandbox(task, registry, agent, world_state=ws) as sb:
-        return task.prompt(agent, sb.init_result), tool_schemas(sb.tools)
+    async with Sandbox(task, registry, agent, world_state=ws, tool_order=agentview.tool_order(view)) as sb:
+        return task.prompt(agent, sb.init_result), tool_schemas(sb.tools, view)
 
 
 def _fill(template: str, output: str) -> str:
@@ -383,7 +401,7 @@ async def run_episode(task: Task, setup: EpisodeSetup, *, repetition: int = 0, s
     try:
         ws = strip_sources(task.world_state()) if cfg.strip_sources else None
         sb = Sandbox(task, setup.registry, setup.agent, call_timeout=cfg.call_timeout,
-                     open_timeout=cfg.open_timeout, world_state=ws)
+                     open_timeout=cfg.open_timeout, world_state=ws, tool_order=agentview.tool_order(cfg.agent_view))
         t = time.perf_counter()
         async with sb:
             rec.timings["open"] = time.perf_counter() - t

@@ -29,8 +29,8 @@ Version 1 fields (`EpisodeRecord`; every field is written, absent values are nul
     tool_calls    [{"name", "arguments", "result", "problem"?, "seconds"}] in call order
     verdict       {passed, reward, system_error, explanation, lineno, judge_calls, diff}; `diff`
                   maps server -> [{path, type, result, golden}] (what explains a 0)
-    end_reason    done | end_turn_tool | agent_limit | user_limit | no_user_llm | token_budget |
-                  time_budget | context_limit | system_error
+    end_reason    done | end_turn_tool | agent_limit | empty_turns | user_limit | no_user_llm |
+                  token_budget | time_budget | context_limit | system_error
     system_error  null, or "<where>: <cause>" (then the episode is never scored)
     usage         {"agent": {calls, input_tokens, output_tokens}, "user": {...}, "judge": {calls}}
     timings       seconds per phase: open, agent, user, tools, effects, grade, close, total
@@ -39,6 +39,10 @@ Version 1 fields (`EpisodeRecord`; every field is written, absent values are nul
     synthetic     true when any model output came from the synthetic policy
 
 `reward` and `passed` are properties of the verdict; `key` is (uid, repetition).
+
+Encoding: UTF-8 JSON, one line. Any Python string is written, even one UTF-8 cannot encode: a
+lone surrogate (U+D800..U+DFFF, e.g. from a `\\ud800` escape in an endpoint's JSON) is written as
+its JSON escape (`\\ud800`), which is valid JSON and reads back as the same string.
 """
 
 from __future__ import annotations
@@ -46,12 +50,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
 RECORD_VERSION = 1
-END_REASONS = ("done", "end_turn_tool", "agent_limit", "user_limit", "no_user_llm", "token_budget",
+END_REASONS = ("done", "end_turn_tool", "agent_limit", "empty_turns", "user_limit", "no_user_llm", "token_budget",
                "time_budget", "context_limit", "system_error")
 
 
@@ -163,6 +168,19 @@ def _iter_records(path: Path, repair: bool) -> Iterator[tuple[int, EpisodeRecord
             raise RecordFileError(f"{path}:{lineno}: not an episode record: {e}") from None
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def encode_line(line: str) -> bytes:
+    """One JSON line as UTF-8 bytes, newline added. A lone surrogate (only ever inside a JSON
+    string: the JSON syntax is ASCII) becomes its `\\uXXXX` escape: still valid JSON, the same
+    string when read back."""
+    try:
+        return (line + "\n").encode("utf-8")
+    except UnicodeEncodeError:
+        return (_LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", line) + "\n").encode("utf-8")
+
+
 class RecordWriter:
     """Appends records, one line each, flushed and fsynced as written: a crash loses only the
     episodes in flight, never a finished one, and never leaves half a line behind but the last
@@ -179,7 +197,7 @@ class RecordWriter:
 
     def write_line(self, line: str) -> None:
         """One JSON line of any record type (the serving proxy's parity records use this too)."""
-        self._f.write((line + "\n").encode("utf-8"))
+        self._f.write(encode_line(line))
         self._f.flush()
         if self._fsync:
             os.fsync(self._f.fileno())
@@ -194,5 +212,5 @@ class RecordWriter:
         self.close()
 
 
-__all__ = ["END_REASONS", "RECORD_VERSION", "EpisodeRecord", "RecordFileError", "RecordWriter", "read_records",
-           "tb_result_passed"]
+__all__ = ["END_REASONS", "RECORD_VERSION", "EpisodeRecord", "RecordFileError", "RecordWriter", "encode_line",
+           "read_records", "tb_result_passed"]

@@ -10,7 +10,8 @@ training step).
 
 `run_episodes` plays the planned episodes with `concurrency` in flight (asyncio) and appends each
 record to the output as it finishes (one line, flushed and fsynced: `RecordWriter`). Scored
-records go to `output`; every system-error attempt goes to `errors_output` and is re-run, up to
+records go to `output` (a record that cannot be encoded is that episode's system error instead);
+every system-error attempt goes to `errors_output` and is re-run, up to
 `retries` more times in this run (at once, with a fresh sandbox: `play_with_retries`), then
 reported as unresolved (exit status 1 in the CLI).
 
@@ -127,8 +128,9 @@ def local_execute(setup: EpisodeSetup) -> Execute:
     return execute
 
 
-def _crashed(task: Task, repetition: int, seed: int, attempt: int, e: BaseException) -> EpisodeRecord:
-    cause = f"runner: {type(e).__name__}: {e}"
+def _crashed(task: Task, repetition: int, seed: int, attempt: int, e: BaseException,
+             where: str = "runner") -> EpisodeRecord:
+    cause = f"{where}: {type(e).__name__}: {str(e)[:500]}"
     return EpisodeRecord(uid=task.uid, repetition=repetition, seed=seed, attempt=attempt, scenario=task.scenario.name,
                          fingerprint=task.fingerprint(), end_reason="system_error", system_error=cause,
                          verdict={"passed": False, "reward": 0.0, "system_error": cause,
@@ -214,9 +216,15 @@ async def run_episodes(tasks: Sequence[Task], repeat: int, execute: Execute, *, 
             rec = await play_with_retries(play, retries=retries, first_attempt=first, on_system_error=failed)
             left -= 1
             if rec.system_error is None:
-                writer.write(rec)
-                result.written += 1
-                result.passed += rec.passed
+                try:
+                    writer.write(rec)
+                except (TypeError, ValueError, RecursionError) as e:  # JSON cannot hold it: this episode's
+                    rec = _crashed(task, rep, s, rec.attempt, e, "record cannot be written")  # system error
+                    failed(rec)
+                    result.unresolved.append((task.uid, rep, rec.system_error))
+                else:
+                    result.written += 1
+                    result.passed += rec.passed
             else:
                 result.unresolved.append((task.uid, rep, rec.system_error))
             bar.update(result, 1)

@@ -137,8 +137,14 @@ def test_tool_list_builtin_first_with_overrides(basic):
         "list_notes": {"description": "List.", "input_schema": {"type": "object", "properties": {}}},
         "secret_admin_tool": {"description": "not listed", "input_schema": {}},
     }
+    # the framework's order (the default): builtin first, then the servers' listing order, unlisted left out
     tools = tool_list(agent, scenario, offered)
-    assert [t["name"] for t in tools] == ["escalate_to_human", "list_notes", "add_note", "delete_note"]
+    assert [t["name"] for t in tools] == ["escalate_to_human", "delete_note", "add_note", "list_notes"]
+    # the scenario's list order on request
+    assert [t["name"] for t in tool_list(agent, scenario, offered, order="scenario")] == \
+        ["escalate_to_human", "list_notes", "add_note", "delete_note"]
+    with pytest.raises(ValueError, match="tool order 'alphabetical'"):
+        tool_list(agent, scenario, offered, order="alphabetical")
     assert tools[0]["is_end_turn"] and tools[0]["builtin"]
     add = tools[2]
     assert add["description"] == "Create a note for the current user."

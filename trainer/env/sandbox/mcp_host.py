@@ -386,13 +386,16 @@ class Sandbox:
 
     Use as `async with Sandbox(task, registry, agent) as sb:`; `sb.tools` is the agent's view,
     `sb.init_result` maps server → init extras. `world_state` overrides the task's (golden
-    replay uses it to strip sources).
+    replay uses it to strip sources). `tool_order`: "servers" (the framework's: builtin tools,
+    then the servers' listing order) or "scenario" (the scenario's list order).
     """
 
     def __init__(self, task: Task, registry: ServerRegistry, agent: Agent | None = None, *,
                  call_timeout: float = DEFAULT_CALL_TIMEOUT_S, open_timeout: float = DEFAULT_OPEN_TIMEOUT_S,
-                 session_id: str | None = None, world_state: dict[str, Any] | None = None):
+                 session_id: str | None = None, world_state: dict[str, Any] | None = None,
+                 tool_order: str = "servers"):
         self.task = task
+        self.tool_order = tool_order  # tasks.tool_list's order of the agent's view
         self.registry = registry
         self.agent = agent or _NO_AGENT
         self.call_timeout = call_timeout
@@ -443,7 +446,7 @@ class Sandbox:
                         offered[name] = {"description": t.description, "input_schema": t.input_schema}
             self.kb = kb_search.embedded_search(mode, self.task, self.world_state, offered, self.registry.kb_indexes)
             offered.update(self.kb.offered() if self.kb is not None else {})
-            self.tools = tool_list(self.agent, self.task.scenario, offered)
+            self.tools = tool_list(self.agent, self.task.scenario, offered, order=self.tool_order)
             self._visible = {t["name"] for t in self.tools if not t["builtin"]}
             self._owners = also
         except BaseException:

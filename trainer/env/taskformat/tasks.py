@@ -310,24 +310,33 @@ class Task:
         return self._fn
 
 
-def tool_list(agent: Agent, scenario: Scenario, server_tools: dict[str, dict[str, Any]]) -> list[dict]:
-    """The agent's whole tool view: builtin tools first, then the scenario's MCP tools in
-    scenario order, with description overrides applied.
+def tool_list(agent: Agent, scenario: Scenario, server_tools: dict[str, dict[str, Any]], *,
+              order: str = "servers") -> list[dict]:
+    """The agent's whole tool view: builtin tools first, then the scenario's MCP tools, with
+    description overrides applied.
 
     `server_tools` maps tool name -> `{"description", "input_schema"}` as the servers offer
-    them. A listed tool that no server offers is a `TaskFormatError` (the reference fails
-    session creation on it).
+    them, in the servers' listing order (the task's servers in `world_state` order, each server's
+    tools in the order its `list_tools` gives them). `order="servers"` (the ThinkingBox
+    framework's) keeps that order, leaving out the tools the scenario does not list;
+    `order="scenario"` follows the scenario's list. A listed tool that no server offers is a
+    `TaskFormatError` (the reference fails session creation on it).
     """
+    if order not in ("servers", "scenario"):
+        raise ValueError(f"tool order {order!r}: expected 'servers' or 'scenario'")
     out = []
     for t in agent.builtin_tools:
         out.append({"name": t.name, "description": t.description or "",
                     "input_schema": copy.deepcopy(t.input_schema or {"type": "object", "properties": {}}),
                     "direct_response": t.direct_response, "is_end_turn": t.is_end_turn, "builtin": True})
+    listed = {t.name: t for t in scenario.tools}
     for t in scenario.tools:
-        offered = server_tools.get(t.name)
-        if offered is None:
+        if t.name not in server_tools:
             raise TaskFormatError(scenario.path, f"tool {t.name!r} is listed but no server offers it",
                                   key="tools")
+    names = [n for n in server_tools if n in listed] if order == "servers" else list(listed)
+    for name in names:
+        t, offered = listed[name], server_tools[name]
         schema = copy.deepcopy(offered.get("input_schema") or {"type": "object", "properties": {}})
         for arg, desc in (t.override_arg_description or {}).items():
             if arg in schema.get("properties", {}):

@@ -263,6 +263,9 @@ def validate_golden_command(
 
 
 def main() -> None:
+    from trainer.core.redact import wrap_std_streams
+
+    wrap_std_streams()  # one redaction path: nothing tbt prints holds a key (trainer/core/redact.py)
     app()
 
 

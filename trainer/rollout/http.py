@@ -1,18 +1,28 @@
 """One async JSON POST with retries, shared by the endpoint clients (policy, user).
 
-Retried: connection errors, timeouts, HTTP 429 and 5xx (waits double from `backoff_s`). Not
-retried: other 4xx (a wrong model or key will not fix itself). Either way, giving up raises
-`EndpointError` naming the endpoint (user info and query removed: either may hold a credential)
-and the last cause; a body that is not a JSON object is an `EndpointError` too.
+Retried: connection errors, timeouts, HTTP 429 and 5xx (waits double from `backoff_s`; a
+`Retry-After` header, in seconds or as an HTTP date, is honoured: the wait is at least what it
+asks, capped at `max_retry_after_s`, 60 s by default). Not retried: other 4xx (a wrong model or
+key will not fix itself). Either way, giving up raises `EndpointError` naming the endpoint (user
+info and query removed: either may hold a credential) and the last cause; a body that is not a
+JSON object is an `EndpointError` too. Every message is redacted (trainer/core/redact.py: the
+endpoint's key, any registered secret, auth headers an endpoint echoes back).
+
+`probe(endpoint, path, body)`: one cheap request before a campaign (trainer/rollout/preflight.py),
+no retries but one after a 5xx: an `EndpointError` says why the endpoint cannot serve the run.
 """
 
 from __future__ import annotations
 
 import asyncio
+import email.utils
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+
+from trainer.core import redact as _redact_mod
 
 
 class EndpointError(RuntimeError):
@@ -26,31 +36,60 @@ class Endpoint:
     timeout_s: float = 120.0
     retries: int = 2
     backoff_s: float = 0.5
+    max_retry_after_s: float = 60.0  # the longest wait a Retry-After header gets
+
+    def __post_init__(self) -> None:
+        _redact_mod.register(self.api_key)
 
     def where(self) -> str:
         return str(httpx.URL(self.url).copy_with(username=None, password=None, query=None))
 
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
     def client(self) -> httpx.AsyncClient:
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        return httpx.AsyncClient(base_url=self.url.rstrip("/"), headers=headers, timeout=self.timeout_s)
+        return httpx.AsyncClient(base_url=self.url.rstrip("/"), headers=self.headers(), timeout=self.timeout_s)
 
     def redact(self, text: str) -> str:
-        return text.replace(self.api_key, "[redacted]") if self.api_key else text
+        """`text` without this endpoint's key or any other secret (trainer/core/redact.py)."""
+        text = text.replace(self.api_key, _redact_mod.MARK) if self.api_key else text
+        return _redact_mod.redact(text)
+
+
+def retry_after(response: httpx.Response, cap: float) -> float | None:
+    """The seconds a `Retry-After` header asks to wait (a number or an HTTP date), at most `cap`;
+    None when there is no readable one."""
+    value = response.headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        seconds = float(value.strip())
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        seconds = when.timestamp() - time.time()
+    if seconds != seconds:  # NaN
+        return None
+    return min(max(seconds, 0.0), cap)
 
 
 async def post_json(endpoint: Endpoint, client: httpx.AsyncClient, path: str, body: dict[str, Any]) -> dict[str, Any]:
-    wait, last = endpoint.backoff_s, ""
+    wait, last, asked = endpoint.backoff_s, "", None
     for attempt in range(endpoint.retries + 1):
         if attempt:
-            await asyncio.sleep(wait)
+            await asyncio.sleep(max(wait, asked or 0.0))
             wait *= 2
+        asked = None
         try:
             r = await client.post(path, json=body)
         except httpx.HTTPError as e:
             last = endpoint.redact(f"{type(e).__name__}: {e}" if str(e) else type(e).__name__)
             continue
         if r.status_code == 429 or r.status_code >= 500:
-            last = f"HTTP {r.status_code}"
+            asked = retry_after(r, endpoint.max_retry_after_s)
+            last = f"HTTP {r.status_code}" + (f", Retry-After {asked:g} s" if asked is not None else "")
             continue
         if r.status_code >= 400:
             raise EndpointError(endpoint.redact(f"{endpoint.where()}{path} answered HTTP {r.status_code}: "
@@ -58,11 +97,37 @@ async def post_json(endpoint: Endpoint, client: httpx.AsyncClient, path: str, bo
         try:
             data = r.json()
         except ValueError:
-            raise EndpointError(f"{endpoint.where()}{path} answered a body that is not JSON: {r.text[:200]!r}") from None
+            raise EndpointError(endpoint.redact(f"{endpoint.where()}{path} answered a body that is not JSON: "
+                                                f"{r.text[:200]!r}")) from None
         if not isinstance(data, dict):
-            raise EndpointError(f"{endpoint.where()}{path} answered JSON that is not an object: {r.text[:200]!r}")
+            raise EndpointError(endpoint.redact(f"{endpoint.where()}{path} answered JSON that is not an object: "
+                                                f"{r.text[:200]!r}"))
         return data
     raise EndpointError(f"{endpoint.where()}{path} failed after {endpoint.retries + 1} attempts ({last})")
+
+
+async def probe(endpoint: Endpoint, path: str, body: dict[str, Any], *, timeout_s: float = 10.0) -> None:
+    """One cheap request (module docstring): returns when the endpoint answers as one that can serve
+    the run (2xx, or 429/400/422: it is there and reads requests), else `EndpointError` saying
+    why: unreachable, a timeout, 401/403 (the key), 404/405 (the URL or the model), 5xx twice."""
+    where = f"{endpoint.where()}{path}"
+    async with httpx.AsyncClient(base_url=endpoint.url.rstrip("/"), timeout=min(timeout_s, endpoint.timeout_s),
+                                 headers=endpoint.headers()) as client:
+        for attempt in range(2):
+            try:
+                r = await client.post(path, json=body)
+            except httpx.HTTPError as e:
+                raise EndpointError(endpoint.redact(f"{where} is unreachable ({type(e).__name__}"
+                                                    f"{': ' + str(e) if str(e) else ''})")) from None
+            if r.status_code >= 500 and attempt == 0:
+                await asyncio.sleep(1.0)
+                continue
+            break
+    if r.status_code < 300 or r.status_code in (400, 422, 429):
+        return
+    why = {401: "the key was refused", 403: "the key was refused", 404: "no such path or model",
+           405: "no such path"}.get(r.status_code, "it cannot serve requests")
+    raise EndpointError(endpoint.redact(f"{where} answered HTTP {r.status_code} ({why}): {r.text[:200]}"))
 
 
 class LoopClient:

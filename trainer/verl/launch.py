@@ -40,6 +40,7 @@ from typing import Any, Mapping, Sequence
 
 import yaml
 
+from trainer.core.redact import redact as core_redact
 from trainer.rollout.sampling import SAMPLING_FILE, SamplingError, load_sampling
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -236,9 +237,11 @@ def node_gpus(env: Mapping[str, str]) -> int | None:
 
 
 def redact(text: str, env: Mapping[str, str]) -> str:
+    """The one redaction (trainer/core/redact.py) over `env`'s secrets too, and URL queries."""
     for name, value in env.items():
         if value and len(value) >= 4 and _SECRET_NAME.search(name):
             text = text.replace(value, "[redacted]")
+    text = core_redact(text)
     text = re.sub(r"(?<=://)[^/@\s#]+@", "[redacted]@", text)  # user info of a URL
     return re.sub(r"(https?://[^\s?#]+)\?[^\s#]*", r"\1?[redacted]", text)  # its query
 

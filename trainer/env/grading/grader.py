@@ -186,6 +186,27 @@ def _arguments(fn: Any, ctx: TestContext, judge: Judge, fixtures: dict[str, Any]
     return out
 
 
+def asks_judge(fn: Any, fixtures: dict[str, Any] | None = None) -> bool:
+    """Whether a test function uses the judge it is given (its `judge` parameter, or the second,
+    read by its code or by a function nested in it): what a run without a judge refuses up front.
+    Read from the bytecode, so a test that takes a judge and never asks it is not counted."""
+    import dis
+
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return False
+    names = code.co_varnames[:code.co_argcount]
+    fixtures = fixtures or {}
+    param = next((n for i, n in enumerate(names) if n not in fixtures and i > 0 and (n == "judge" or i == 1)), None)
+    if param is None:
+        return False
+    if param in code.co_cellvars:  # captured by a nested function: taken as used
+        return True
+    return any(ins.opname.startswith("LOAD_FAST") and param in (ins.argval if isinstance(ins.argval, tuple)
+                                                                else (ins.argval,))
+               for ins in dis.get_instructions(code))
+
+
 def grade(task: Any, ctx: TestContext, judge: Judge | None = None, *, isolate: bool = False,
           fixtures: dict[str, Any] | None = None) -> Verdict:
     """Run `task`'s test on `ctx` and return the verdict (never raises for a test's fault)."""

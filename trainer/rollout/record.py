@@ -40,7 +40,7 @@ Version 1 fields (`EpisodeRecord`; every field is written, absent values are nul
 
 `reward` and `passed` are properties of the verdict; `key` is (uid, repetition).
 
-Encoding: UTF-8 JSON, one line. Any Python string is written, even one UTF-8 cannot encode: a
+Encoding: UTF-8 JSON, one line, redacted (no API key or auth header, trainer/core/redact.py). Any Python string is written, even one UTF-8 cannot encode: a
 lone surrogate (U+D800..U+DFFF, e.g. from a `\\ud800` escape in an endpoint's JSON) is written as
 its JSON escape (`\\ud800`), which is valid JSON and reads back as the same string.
 """
@@ -54,6 +54,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
+
+from trainer.core.redact import redact
 
 RECORD_VERSION = 1
 END_REASONS = ("done", "end_turn_tool", "agent_limit", "empty_turns", "user_limit", "no_user_llm", "token_budget",
@@ -172,9 +174,11 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def encode_line(line: str) -> bytes:
-    """One JSON line as UTF-8 bytes, newline added. A lone surrogate (only ever inside a JSON
+    """One JSON line as UTF-8 bytes, newline added, redacted (trainer/core/redact.py: no key or
+    auth header reaches a records file, whatever an endpoint echoed). A lone surrogate (only ever inside a JSON
     string: the JSON syntax is ASCII) becomes its `\\uXXXX` escape: still valid JSON, the same
     string when read back."""
+    line = redact(line)
     try:
         return (line + "\n").encode("utf-8")
     except UnicodeEncodeError:

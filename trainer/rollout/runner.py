@@ -48,6 +48,7 @@ from trainer.env.errors import DatasetError
 from trainer.env.taskformat.tasks import Task
 from trainer.rollout.episode import EpisodeSetup, run_episode
 from trainer.rollout.policy import stable_seed
+from trainer.rollout.preflight import check_endpoints, refuse_judged
 from trainer.rollout.record import EpisodeRecord, RecordWriter, read_records
 from trainer.rollout.setup import RunSpec, build_setup, close_setup, load_run_dataset
 
@@ -101,6 +102,8 @@ class RunPlan:
     ray_workers: int | None = None  # Ray actors (default: the cluster's CPUs)
     only: frozenset[str] | None = None  # play only these uids
     skip_invalid: bool = False  # run the tasks that load when some entries do not (else: refuse)
+    skip_judged: bool = False  # with no judge, leave out the tasks that ask one (else: refuse them)
+    preflight: bool = True  # one cheap request to each endpoint before the first episode
 
 
 @dataclass
@@ -304,6 +307,18 @@ class NothingToRun(ValueError):
     """A run whose dataset (or test list, or `only`) leaves no task to play."""
 
 
+async def _preflight(setup: EpisodeSetup, tasks: list[Task], plan: RunPlan,
+                     notify: Callable[[str], None] | None) -> list[Task]:
+    """The tasks to play, once nothing found before the first episode stops the run (trainer/rollout/
+    preflight.py: judge-needing tasks without a judge, endpoints that cannot serve): `PreflightError`."""
+    play, left_out = refuse_judged(tasks, setup.judge_identity, skip=plan.skip_judged)
+    if left_out and notify is not None:
+        notify(f"{len(left_out)} task(s) that ask a judge left out (no judge): {', '.join(left_out)}")
+    if plan.preflight:
+        await check_endpoints(setup)
+    return play
+
+
 def run(spec: RunSpec, plan: RunPlan, *, notify: Callable[[str], None] | None = None) -> RunResult:
     """Play a run (module docstring): load, build, play (here or on Ray), resume, close.
 
@@ -311,7 +326,8 @@ def run(spec: RunSpec, plan: RunPlan, *, notify: Callable[[str], None] | None = 
     not load: task files, scenarios, test-list entries, each with its file and line; with
     `plan.skip_invalid` the rest runs and `notify` gets a line per error), `TaskFormatError`,
     `NothingToRun`, `SpecError` (a policy, user or judge spec), `KeyError` (an agent name),
-    `RecordFileError` (an output that is not a records file)."""
+    `PreflightError` (tasks that ask a judge in a run without one; an endpoint that cannot serve:
+    each named), `RecordFileError` (an output that is not a records file)."""
     ds = load_run_dataset(spec)
     if ds.errors and not plan.skip_invalid:
         raise DatasetError(list(ds.errors))
@@ -333,7 +349,8 @@ def run(spec: RunSpec, plan: RunPlan, *, notify: Callable[[str], None] | None = 
 
         async def play_then_close() -> RunResult:  # one event loop: endpoint clients close in the loop they were made in
             try:
-                return await run_episodes(tasks, plan.repeat, execute, output=plan.output,
+                return await run_episodes(await _preflight(setup, tasks, plan, notify), plan.repeat, execute,
+                                          output=plan.output,
                                           errors_output=plan.errors_output, concurrency=plan.concurrency,
                                           retries=plan.retries, seed=plan.seed, progress=plan.progress)
             finally:

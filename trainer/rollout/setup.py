@@ -30,6 +30,7 @@ from typing import Any, Mapping
 
 import httpx
 
+from trainer.core.redact import register as register_secret
 from trainer.core.tb_interpret import Family
 from trainer.env.grading.judge import ChatJudge, Judge, JudgeConfig
 from trainer.env.sandbox.mcp_host import ServerRegistry
@@ -133,6 +134,7 @@ def make_judge(spec: str | None, *, synthetic_policy: bool, env: Mapping[str, st
     if spec is None:
         cfg = JudgeConfig.from_env(dict(env))
         if cfg is not None:
+            register_secret(cfg.api_key)
             return ChatJudge(cfg), _chat_identity(cfg)
         spec = "synthetic" if synthetic_policy else "none"
     kind, body, opts = split_spec(spec)
@@ -148,6 +150,7 @@ def make_judge(spec: str | None, *, synthetic_policy: bool, env: Mapping[str, st
                           timeout_s=option(opts, "timeout", float, 60.0, spec),
                           retries=option(opts, "retries", int, 3, spec))
         no_more(opts, spec, ["key_env", "timeout", "retries"])
+        register_secret(cfg.api_key)  # redacted wherever it would be written (trainer/core/redact.py)
         return ChatJudge(cfg), _chat_identity(cfg)
     raise SpecError(f"{spec!r}: unknown judge kind {kind!r} (openai, synthetic, none)")
 

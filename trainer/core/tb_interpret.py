@@ -320,14 +320,14 @@ def _check(name: str, args: dict[str, Any], toolset: Toolset | None) -> ToolCall
         return ToolCall(name, args)
     tool = toolset.get(name)
     if tool is None:
+        if _SURROGATE.search(name):
+            return _not_unicode(name, args)
         known = ", ".join(sorted(toolset.tools)) or "(none)"
         return ToolCall(name, args, "unknown_tool",
                         f"Error: tool '{name}' does not exist. Available tools: {known}.")
     props = tool.properties
-    if _SURROGATE.search(name) or _lone_surrogate(args):
-        return ToolCall(name, args, "invalid_arguments",
-                        f"Error: the call to tool '{valid_unicode(name)}' holds text that is not valid Unicode "
-                        "(an escaped lone surrogate such as \\ud800); it was not executed.")
+    if _lone_surrogate(args):
+        return _not_unicode(name, args)
     # A parameter the schema does not declare is refused only where the schema forbids it
     # (`additionalProperties: false`); otherwise the call goes to the server, which decides.
     if tool.parameters.get("additionalProperties") is False and "patternProperties" not in tool.parameters:
@@ -347,6 +347,25 @@ def _check(name: str, args: dict[str, Any], toolset: Toolset | None) -> ToolCall
                         f"Error: invalid arguments for tool '{name}'"
                         f"{f' at {where!r}' if where else ''}: {err.message}.")
     return ToolCall(name, args)
+
+
+def _not_unicode(name: str, args: Any) -> ToolCall:
+    """A call holding a lone surrogate (decoded from a JSON escape): not run; what it is kept as
+    has U+FFFD in its place, so nothing downstream (a request, a record) meets text UTF-8 cannot
+    encode."""
+    return ToolCall(valid_unicode(name), _clean(args) if isinstance(args, dict) else {}, "invalid_arguments",
+                    f"Error: the call to tool '{valid_unicode(name)}' holds text that is not valid Unicode "
+                    "(an escaped lone surrogate such as \\ud800); it was not executed.")
+
+
+def _clean(v: Any) -> Any:
+    if isinstance(v, str):
+        return valid_unicode(v)
+    if isinstance(v, dict):
+        return {valid_unicode(k) if isinstance(k, str) else k: _clean(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_clean(x) for x in v]
+    return v
 
 
 def _bad(name: str, problem: CallProblem, why: str) -> ToolCall:
@@ -432,6 +451,8 @@ def _hermes_call(raw: str, toolset: Toolset | None) -> ToolCall:
         return _bad("", "malformed", f"the tool call's JSON is {e}; it was not executed.")
     except ValueError as e:
         return _bad("", "malformed", f"the tool call is not valid JSON ({e}): {raw[:200]!r}.")
+    if _lone_surrogate(obj):  # checked first: every message below quotes the name
+        return _not_unicode(_name_of(obj), obj.get("arguments") if isinstance(obj, dict) else {})
     name = _name_of(obj)
     if not name:
         return _bad("", "malformed", 'a tool call must be a JSON object with a string "name".')

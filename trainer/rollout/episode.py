@@ -236,7 +236,7 @@ class _Loop:
             return text
         t = time.perf_counter()
         try:
-            text = await self.sb.call_tool(call.name, dict(call.arguments))
+            text = ti.valid_unicode(await self.sb.call_tool(call.name, dict(call.arguments)))  # goes into requests
         finally:
             self.rec.timings["tools"] += time.perf_counter() - t
         self.executed.append(ToolCallRecord(ToolCall(call.name, dict(call.arguments)), text))
@@ -305,7 +305,7 @@ class _Loop:
         u["calls"] += 1
         u["input_tokens"] += reply.input_tokens
         u["output_tokens"] += reply.output_tokens
-        msg = {"role": "user", "content": reply.text}
+        msg = {"role": "user", "content": ti.valid_unicode(reply.text)}  # an endpoint's \ud800 escape: U+FFFD
         self.rec.messages.append(msg)
         self.wire.append(msg)
         if self.traj is not None:

@@ -853,8 +853,14 @@ def test_a_task_replaced_with_a_limit_behaves_as_one_loaded_with_it():
 
 
 def test_a_policy_that_only_calls_tools_ends_at_the_default_agent_turn_cap():
-    """A task without max_agent_sim_turns still cannot loop forever: EpisodeConfig.max_agent_turns."""
+    """A task without max_agent_sim_turns has no limit in the framework; ours still cannot loop
+    forever: EpisodeConfig.max_agent_turns, with its own end reason (scored, not agent_limit)."""
     task = SAMPLES.tasks["toy_loans.py:test_fine_correction"]
     assert task.max_agent_sim_turns is None
     rec = play(task, ScriptedPolicy([call("find_member", **ADA)] * 10), config=EpisodeConfig(max_agent_turns=7))
-    assert rec.system_error is None and rec.end_reason == "agent_limit" and rec.turns["agent"] == 7
+    assert rec.system_error is None and rec.end_reason == "agent_turn_cap" and rec.turns["agent"] == 7
+    assert rec.verdict["passed"] is False and rec.verdict["system_error"] is None
+    # a task's own limit is agent_limit, whatever the cap
+    limited = replace(task, max_agent_sim_turns=3)
+    rec = play(limited, ScriptedPolicy([call("find_member", **ADA)] * 10), config=EpisodeConfig(max_agent_turns=7))
+    assert rec.end_reason == "agent_limit" and rec.turns["agent"] == 3

@@ -13,6 +13,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+
+from trainer.rollout.policy import SpecError
 from typer.testing import CliRunner
 
 from trainer.cli import app
@@ -185,6 +187,24 @@ def test_connection_refused_is_unavailable_and_key_never_shown(caplog):
     assert KEY not in str(e.value) and KEY not in repr(j) and KEY not in repr(j.config) and KEY not in caplog.text
 
 
+def test_the_judge_request_is_configurable_from_its_spec(endpoint):
+    from trainer.rollout.setup import make_judge
+
+    url, script = endpoint
+    judge, ident = make_judge(f"openai:{url}#judge-m,temperature=0.3,max_tokens=64,seed=7,retries=0",
+                              synthetic_policy=False, env={})
+    script.replies = [chat("No")]
+    assert judge.yesno("Is it?") is False
+    body = script.requests[-1]["body"]
+    assert (body["model"], body["temperature"], body["seed"], body["max_completion_tokens"]) == ("judge-m", 0.3, 7, 64)
+    assert ident == {"kind": "openai", "url": url, "model": "judge-m", "temperature": 0.3, "max_tokens": 64, "seed": 7}
+    judge, ident = make_judge(f"openai:{url}#judge-m,seed=none", synthetic_policy=False, env={})
+    script.replies = [chat("Yes")]
+    assert judge.yesno("Is it?") is True and "seed" not in script.requests[-1]["body"] and ident["seed"] is None
+    with pytest.raises(SpecError, match="option seed='x'"):
+        make_judge(f"openai:{url}#m,seed=x", synthetic_policy=False, env={})
+
+
 def test_from_env():
     assert JudgeConfig.from_env({}) is None
     cfg = JudgeConfig.from_env({"TBT_JUDGE_URL": "http://h/v1", "TBT_JUDGE_MODEL": "m", "TBT_JUDGE_API_KEY": KEY})
@@ -219,7 +239,13 @@ def test_every_method_asks_the_endpoint(endpoint):
     script.replies = [chat("Yes.")]
     assert j.text_yesno("a <b> c", "Is b bold?") is True
     (_, system), (_, user) = sent(script)
-    assert "<text>" in system and "a &lt;b&gt; c" in user and user.endswith("Is b bold?")
+    # as the framework's judge: the text between <message> tags (tag-encoded), then the question
+    assert "<message>" in system and user == "<message>\na &lt;b&gt; c\n</message>\nIs b bold?"
+    # and its request: temperature 0, seed 42, 128 completion tokens
+    body = script.requests[-1]["body"]
+    assert {k: body[k] for k in ("temperature", "seed", "max_completion_tokens")} == \
+        {"temperature": 0.0, "seed": 42, "max_completion_tokens": 128}
+    assert "max_tokens" not in body
 
     script.replies = [chat("yes")]
     assert j.evaluate_bool("MY SYSTEM <x>", "MY USER <y>") is True  # the test's prompts, sent as they are
@@ -245,7 +271,7 @@ def test_every_method_asks_the_endpoint(endpoint):
 
     script.replies = [chat('{"motivation": "It names the note.", "answer": "Yes"}')]
     assert j.text_yesno_with_motivation("buy milk", "Named?") == {"answer": True, "motivation": "It names the note."}
-    assert "JSON" in sent(script)[0][1] and "buy milk" in sent(script)[1][1]
+    assert "JSON" in sent(script)[0][1] and sent(script)[1][1] == "<message>\nbuy milk\n</message>\nNamed?"
     assert j.drain_decisions() == [{"question": "Named?", "answer": True, "motivation": "It names the note."}]
     assert j.drain_decisions() == []
 

@@ -259,9 +259,11 @@ def test_chat_policy_plays_an_episode_with_a_user(fakes, samples):
     first, last = policy_ep.requests[0], policy_ep.requests[-1]
     body = first["body"]
     assert first["path"] == "/v1/chat/completions" and first["auth"] == f"Bearer {KEY}"
-    assert set(body) == {"model", "messages", "tools", "temperature", "top_p", "max_tokens", "seed"}
+    # the framework's agent request (tests/test_faithful.py has the tool view)
+    assert set(body) == {"model", "messages", "tools", "parallel_tool_calls", "temperature", "top_p",
+                         "max_completion_tokens", "seed"}
     assert (body["model"], body["temperature"], body["top_p"], body["seed"]) == ("qwen-test", 0.6, 0.95, SEED % 2**31)
-    assert body["max_tokens"] == 512
+    assert body["max_completion_tokens"] == 512 and body["parallel_tool_calls"] is False
     assert [m["role"] for m in body["messages"]] == ["system", "user"]  # system messages merged
     assert "find_member" in {t["function"]["name"] for t in body["tools"]} and body["tools"][0]["type"] == "function"
     wire = last["body"]["messages"]

@@ -149,6 +149,18 @@ def test_a_chat_request_with_tools_returns_tb_interprets_typed_calls(proxy, upst
     assert sent["return_token_ids"] is True and sent["temperature"] == 0.5 and sent["max_tokens"] == 64
 
 
+def test_max_completion_tokens_reaches_the_upstream_as_max_tokens(proxy, upstream):
+    """The framework's agent session (and our openai: policy) send the chat API's newer name; the
+    upstream's /completions reads max_tokens."""
+    for extra, want in (({"max_completion_tokens": 48, "parallel_tool_calls": False}, 48),
+                        ({"max_completion_tokens": 48, "max_tokens": 20}, 20)):
+        r = httpx.post(proxy.url + "/v1/chat/completions",
+                       json={"model": "tiny", "messages": [{"role": "user", "content": "x"}], "tools": TOOLS, **extra})
+        assert r.status_code == 200, r.text
+        sent = upstream.requests[-1]
+        assert sent["max_tokens"] == want and "max_completion_tokens" not in sent and "parallel_tool_calls" not in sent
+
+
 def test_a_rejected_call_is_reported_not_returned(proxy, upstream):
     upstream.texts = ['<think>\nx\n</think>\n\n<tool_call>\n{"name": "find_member", "arguments": {"email": NaN}}\n</tool_call>']
     r = httpx.post(proxy.url + "/v1/chat/completions", json={"model": "tiny", "tools": TOOLS,

@@ -7,8 +7,11 @@
 `openai:` (`ChatPolicy`). Each agent turn is one request with an OpenAI-standard body: `model`,
 `messages` as the episode gives them (they are already the wire history: system messages merged,
 assistant turns as the raw text the model wrote, tool results), `tools` (the OpenAI function
-schemas; the key is left out when there are none), `temperature`, `top_p`, `max_tokens` (the
-episode's room for this turn) and `seed` (the episode's seed mod 2**31). The server must run no
+schemas; the key is left out when there are none), `temperature`, `top_p`, `top_k` (when on),
+`max_completion_tokens` (the episode's room for this turn), `parallel_tool_calls: false` (with
+tools) and `seed` (the episode's seed mod 2**31): the request the ThinkingBox framework's agent
+session sends (`request_style="thinkingbox"`, the episode config's `agent_view`; with "plain" the
+room is `max_tokens` and `parallel_tool_calls` is left out). The server must run no
 tool parser: tb_interpret is the only reader of the text (a response `tb_interpret.response_text`
 cannot read, e.g. one with parsed `tool_calls`, is a system error naming the endpoint); a split-off
 reasoning is put back in front. The turn
@@ -57,6 +60,7 @@ from typing import Any, Mapping
 import httpx
 
 from trainer.core.tb_interpret import STOP_TOKENS, Family, InterpretError, response_text
+from trainer.rollout.agentview import check_style
 from trainer.rollout.http import Endpoint, LoopClient
 from trainer.rollout.policy import (SAMPLING_OPTIONS, EpisodeInfo, Generation, Policy, PolicyError, PolicySession,
                                     SamplingParams, SpecError, TokenClientPolicy, no_more, option, sampling_from,
@@ -70,7 +74,8 @@ IM_END = "<|im_end|>"
 
 
 def from_spec(kind: str, body: str, opts: dict[str, str], spec: str, *, family: Family, thinking: bool,
-              env: Mapping[str, str] | None, sampling: SamplingParams | None = None) -> Policy:
+              env: Mapping[str, str] | None, sampling: SamplingParams | None = None,
+              request_style: str = "thinkingbox") -> Policy:
     """The `openai:` or `tokens:` policy of a spec (`policy.split_spec` gave `body` = URL#MODEL and
     the options); a bad URL, option or tokenizer is a `SpecError` naming the spec."""
     url, _, model = body.partition("#")
@@ -82,7 +87,7 @@ def from_spec(kind: str, body: str, opts: dict[str, str], spec: str, *, family: 
         token_ids = option(opts, "token_ids", truthy, False, spec)
         no_more(opts, spec, CHAT_OPTIONS)
         return ChatPolicy(endpoint, model, vllm=vllm, token_ids=token_ids, max_context=max_context,
-                          family=family, thinking=thinking, sampling=sampling)
+                          family=family, thinking=thinking, sampling=sampling, request_style=request_style)
     path = opts.pop("tokenizer", None)
     no_more(opts, spec, TOKENS_OPTIONS)
     if not path:
@@ -193,9 +198,10 @@ class ChatPolicy(Policy):
     kind = "openai"
 
     def __init__(self, endpoint: Endpoint, model: str, *, vllm: bool = False, token_ids: bool = False,
-                 max_context: int | None = None, **kw: Any):
+                 max_context: int | None = None, request_style: str = "thinkingbox", **kw: Any):
         super().__init__(**kw)
         self.endpoint, self.model = endpoint, model
+        self.request_style = check_style(request_style)
         self.vllm, self.token_ids = vllm, token_ids
         self.max_context = max_context
         self._conn = _Connection(endpoint)
@@ -210,11 +216,16 @@ class ChatPolicy(Policy):
     def request(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int,
                 seed: int) -> dict[str, Any]:
         """The body of one turn's POST (module docstring)."""
+        framework = self.request_style == "thinkingbox"
         body: dict[str, Any] = {"model": self.model, "messages": messages,
                                 "temperature": self.sampling.temperature, "top_p": self.sampling.top_p,
-                                **top_k_field(self.sampling), "max_tokens": max_tokens, "seed": seed % (2**31)}
+                                **top_k_field(self.sampling),
+                                ("max_completion_tokens" if framework else "max_tokens"): max_tokens,
+                                "seed": seed % (2**31)}
         if tools:
             body["tools"] = tools
+            if framework:
+                body["parallel_tool_calls"] = False
         if self.vllm:
             body["chat_template_kwargs"] = {"enable_thinking": self.thinking}
         if self.token_ids:

@@ -10,10 +10,13 @@ spec strings. Its `sampling` is the policy's default sampling (the CLIs fill it 
 sampling config, configs/sampling.yaml; a policy spec's own options override it).
 
 Policy specs: trainer/rollout/policy.py. User specs: trainer/rollout/user.py (`scripted`,
-`openai:URL#MODEL[,...]`, `none`).
+`openai:URL#MODEL[,key_env=VAR,timeout=S,retries=N,temperature=T,max_tokens=N,seed=N,prompts=FILE|thinkingbox]`,
+`none`).
 
 Judge specs (`--judge`):
-    openai:URL#MODEL[,key_env=VAR,timeout=S,retries=N]   `ChatJudge` (key from VAR, default TBT_JUDGE_API_KEY)
+    openai:URL#MODEL[,key_env=VAR,timeout=S,retries=N,temperature=T,max_tokens=N,seed=N|none]
+                                                          `ChatJudge` (key from VAR, default TBT_JUDGE_API_KEY;
+                                                          temperature 0, max_tokens 128, seed 42: the benchmark's)
     synthetic                                             answers every question Yes (`SyntheticJudge`)
     none                                                  no judge: a test that asks one is a system error
 Without `--user`: `scripted` for a synthetic policy, else none. Without `--judge`: `TBT_JUDGE_URL` (and `TBT_JUDGE_MODEL`, `TBT_JUDGE_API_KEY`) when set, else
@@ -39,7 +42,7 @@ from trainer.rollout.episode import EpisodeConfig, EpisodeSetup
 from trainer.rollout.http import Endpoint
 from trainer.rollout.policy import Policy, SamplingParams, SpecError, no_more, option, split_spec
 from trainer.rollout.synthetic import SyntheticJudge, SyntheticPolicy
-from trainer.rollout.user import ChatUser, ScriptedUser, SimulatedUser
+from trainer.rollout.user import ChatUser, PromptError, ScriptedUser, SimulatedUser, load_prompts
 
 DEFAULT_DOMAINS = "trainer.domains:DOMAINS"
 
@@ -85,7 +88,7 @@ def make_registry(*, servers: str | None, python: str | None, domains: str | Non
 
 
 def make_policy(spec: str, *, family: Family = "hermes", thinking: bool = True, sampling: SamplingParams | None = None,
-                env: Mapping[str, str] | None = None) -> Policy:
+                env: Mapping[str, str] | None = None, request_style: str = "thinkingbox") -> Policy:
     """The policy a spec string names (trainer/rollout/policy.py; `tbt run --help` lists the
     options); `sampling` gives the defaults of its sampling options."""
     kind, body, opts = split_spec(spec)
@@ -96,7 +99,7 @@ def make_policy(spec: str, *, family: Family = "hermes", thinking: bool = True, 
         from trainer.rollout import openai_policy
 
         return openai_policy.from_spec(kind, body, opts, spec, family=family, thinking=thinking, env=env,
-                                       sampling=sampling)
+                                       sampling=sampling, request_style=request_style)
     if kind == "hf":
         from trainer.rollout.hf_policy import HFPolicy  # torch and transformers: only for hf:
 
@@ -120,10 +123,14 @@ def make_user(spec: str | None, env: Mapping[str, str] | None = None) -> Simulat
         key_env = opts.pop("key_env", "TBT_USER_API_KEY")
         ep = Endpoint(url, env.get(key_env) or None, timeout_s=option(opts, "timeout", float, 120.0, spec),
                       retries=option(opts, "retries", int, 2, spec))
+        try:
+            prompts = load_prompts(opts.pop("prompts", None))
+        except PromptError as e:
+            raise SpecError(f"{spec!r}: {e}") from None
         user = ChatUser(ep, model, temperature=option(opts, "temperature", float, 0.0, spec),
-                        max_tokens=option(opts, "max_tokens", int, 512, spec),
-                        seed=option(opts, "seed", int, None, spec))
-        no_more(opts, spec, ["key_env", "timeout", "retries", "temperature", "max_tokens", "seed"])
+                        max_tokens=option(opts, "max_tokens", int, 4096, spec),
+                        seed=option(opts, "seed", int, None, spec), prompts=prompts)
+        no_more(opts, spec, ["key_env", "timeout", "retries", "temperature", "max_tokens", "seed", "prompts"])
         return user
     raise SpecError(f"{spec!r}: unknown user kind {kind!r} (scripted, openai, none)")
 
@@ -146,10 +153,14 @@ def make_judge(spec: str | None, *, synthetic_policy: bool, env: Mapping[str, st
     if kind == "openai":
         url, _, model = body.partition("#")
         key_env = opts.pop("key_env", "TBT_JUDGE_API_KEY")
+        d = JudgeConfig(url=url, model=model)
         cfg = JudgeConfig(url=url, model=model, api_key=env.get(key_env) or None,
                           timeout_s=option(opts, "timeout", float, 60.0, spec),
-                          retries=option(opts, "retries", int, 3, spec))
-        no_more(opts, spec, ["key_env", "timeout", "retries"])
+                          retries=option(opts, "retries", int, 3, spec),
+                          temperature=option(opts, "temperature", float, d.temperature, spec),
+                          max_tokens=option(opts, "max_tokens", int, d.max_tokens, spec),
+                          seed=option(opts, "seed", lambda v: None if v == "none" else int(v), d.seed, spec))
+        no_more(opts, spec, ["key_env", "timeout", "retries", "temperature", "max_tokens", "seed"])
         register_secret(cfg.api_key)  # redacted wherever it would be written (trainer/core/redact.py)
         return ChatJudge(cfg), _chat_identity(cfg)
     raise SpecError(f"{spec!r}: unknown judge kind {kind!r} (openai, synthetic, none)")
@@ -157,7 +168,8 @@ def make_judge(spec: str | None, *, synthetic_policy: bool, env: Mapping[str, st
 
 def _chat_identity(cfg: JudgeConfig) -> dict[str, Any]:
     where = str(httpx.URL(cfg.url).copy_with(username=None, password=None, query=None))
-    return {"kind": "openai", "url": where, "model": cfg.model}
+    return {"kind": "openai", "url": where, "model": cfg.model, "temperature": cfg.temperature,
+            "max_tokens": cfg.max_tokens, "seed": cfg.seed}
 
 
 def load_run_dataset(spec: RunSpec) -> Dataset:
@@ -166,7 +178,8 @@ def load_run_dataset(spec: RunSpec) -> Dataset:
 
 def build_setup(spec: RunSpec, dataset: Dataset) -> EpisodeSetup:
     """Everything the episodes of a run share, from its spec (raises `SpecError` on a bad spec)."""
-    policy = make_policy(spec.policy, family=spec.family, thinking=spec.thinking, sampling=spec.sampling)
+    policy = make_policy(spec.policy, family=spec.family, thinking=spec.thinking, sampling=spec.sampling,
+                         request_style=spec.config.agent_view)
     user = make_user(spec.user if spec.user is not None else ("scripted" if policy.synthetic else None))
     judge, judge_id = make_judge(spec.judge, synthetic_policy=policy.synthetic)
     registry = make_registry(servers=spec.servers, python=spec.python, domains=spec.domains)

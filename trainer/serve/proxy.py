@@ -26,6 +26,8 @@ really wrote, on both reading paths and against vLLM's own parsers. Prompts are 
 Streaming is refused (HTTP 400, saying so). Upstream errors pass through with their status and
 body; an upstream that does not answer within the timeout is a 504, one that cannot be reached a
 502. `chat_template_kwargs.enable_thinking` (vLLM's spelling) turns reasoning off per request.
+Sampling fields pass through (`PASSED_THROUGH`); `max_completion_tokens`, the chat API's name that
+the ThinkingBox framework and our `openai:` policy send, reaches the upstream as `max_tokens`.
 """
 
 from __future__ import annotations
@@ -127,6 +129,8 @@ def build_app(cfg: ProxyConfig) -> Starlette:
             return _error(400, f"cannot render these messages: {e}")
         up = {"model": cfg.model or body.get("model"), "prompt": prompt, "return_token_ids": True,
               **{k: body[k] for k in PASSED_THROUGH if k in body}}
+        if "max_tokens" not in up and "max_completion_tokens" in body:  # the chat API's newer name (tb infer sends it)
+            up["max_tokens"] = body["max_completion_tokens"]
         try:
             async with httpx.AsyncClient(timeout=cfg.timeout_s) as client:
                 r = await client.post(base + "/completions", json=up)

@@ -13,8 +13,12 @@
 
 Every method is built on `_get_text_completion`, the one place that talks to a model: the base
 class has none (asking it raises `JudgeUnavailable`, a system error), `ChatJudge` posts to an
-OpenAI-compatible endpoint. Quoted texts are tag-encoded (`safe_tag_encode`) so they cannot close
-the prompt's tags; questions are not. The prompts are ours.
+OpenAI-compatible endpoint. As in the framework's judge, a text asked about is put between
+`<message>` and `</message>` (two compared texts between `<first>`/`<second>`), then the question;
+quoted texts are tag-encoded (`safe_tag_encode`) so they cannot close the prompt's tags; questions
+are not. The request samples as the benchmark's judge config does: temperature 0, seed 42,
+`max_completion_tokens` 128 (`JudgeConfig`; judge spec options `temperature=`, `seed=`,
+`max_tokens=`). The prompts are ours.
 
 Ours is stricter than the framework in one way: it fails closed. `read_verdict` is the only reader
 of an answer, and it reads only an unambiguous one: the reply is one verdict word, "Yes" or "No"
@@ -56,12 +60,12 @@ log = logging.getLogger(__name__)
 
 _ONE_WORD = "Answer with a single word: Yes or No."
 YESNO_SYSTEM = f"You are a careful grader. Answer the question you are asked. {_ONE_WORD}"
-TEXT_SYSTEM = ("You are a careful grader. You are shown a text between <text> and </text>, then a "
+TEXT_SYSTEM = ("You are a careful grader. You are shown a message between <message> and </message>, then a "
                f"question about it. {_ONE_WORD}")
 COMPARE_SYSTEM = ("You are a careful grader. You are shown two texts, one between <first> and </first> and "
                   f"one between <second> and </second>, then a question about them. {_ONE_WORD}")
-MOTIVATION_SYSTEM = ("You are a careful grader. You are shown a text between <text> and </text>, then a "
-                     "question about it; when the text is a conversation, judge what the assistant said. "
+MOTIVATION_SYSTEM = ("You are a careful grader. You are shown a message between <message> and </message>, then "
+                     "a question about it; when the message is a conversation, judge what the assistant said. "
                      'Reply with one JSON object and nothing else: {"motivation": "why, in one or two '
                      'sentences", "answer": "Yes" or "No"}')
 REPEATS_QUESTION = "Does the first text repeat what the second text says?"
@@ -155,7 +159,7 @@ class Judge:
         raise JudgeUnavailable("no judge is configured, but this test asks one")
 
     def text_yesno(self, text: str, question: str) -> bool:
-        return self._verdict(TEXT_SYSTEM, _quoted(question, text=text), question)
+        return self._verdict(TEXT_SYSTEM, _quoted(question, message=text), question)
 
     def evaluate_bool(self, system: str, user: str) -> bool:
         return self._verdict(system, user, user)
@@ -183,7 +187,7 @@ class Judge:
         return out
 
     def _motivated(self, text: str, question: str) -> dict[str, Any]:
-        user = _quoted(question, text=text)
+        user = _quoted(question, message=text)
         replies = [self._reply(MOTIVATION_SYSTEM, user)]
         decision = parse_motivation(replies[0])
         if decision["answer"] is None:
@@ -223,7 +227,9 @@ class JudgeConfig:
     timeout_s: float = 60.0  # per HTTP attempt
     retries: int = 3  # extra attempts after the first, on connection errors, 429, 5xx and empty replies
     backoff_s: float = 1.0  # first wait between attempts; doubles each time
-    max_tokens: int = 512  # room for a motivation's JSON; a yes/no stops long before
+    max_tokens: int = 128  # max_completion_tokens (the benchmark's judge config); a motivation's JSON fits
+    temperature: float = 0.0
+    seed: int | None = 42  # the benchmark's judge config; None: not sent
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, api_key_env: str = "TBT_JUDGE_API_KEY") -> JudgeConfig | None:
@@ -250,11 +256,19 @@ class ChatJudge(Judge):
     def close(self) -> None:
         self._http.close()
 
+    def request(self, messages: list[Message]) -> dict[str, Any]:
+        """The body of one judge POST: the framework's judge request (module docstring)."""
+        body: dict[str, Any] = {"model": self.config.model, "temperature": self.config.temperature,
+                                "max_completion_tokens": self.config.max_tokens,
+                                "messages": [_wire(m) for m in as_messages(list(messages))]}
+        if self.config.seed is not None:
+            body["seed"] = self.config.seed
+        return body
+
     def _get_text_completion(self, messages: list[Message]) -> Text:
         """The model's reply to `messages` (`Text`s, or chat dicts), never empty. Retries as the
         module docstring says (an empty reply too), then raises `JudgeUnavailable`."""
-        body = {"model": self.config.model, "temperature": 0, "max_tokens": self.config.max_tokens,
-                "messages": [_wire(m) for m in as_messages(list(messages))]}
+        body = self.request(messages)
         wait, last, what = self.config.backoff_s, "", "unreachable"
         for attempt in range(self.config.retries + 1):
             if attempt:

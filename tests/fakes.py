@@ -1,0 +1,58 @@
+"""A real local OpenAI-compatible endpoint for tests: an HTTP server on 127.0.0.1 that records
+every request and answers with what a test's `answer(path, body)` returns."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+Answer = Callable[[str, dict[str, Any]], tuple[int, Any]]
+
+
+class Endpoint:
+    def __init__(self, answer: Answer):
+        self.answer, self.requests = answer, []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
+                status, reply = outer.answer(self.path, body)
+                data = reply.encode() if isinstance(reply, str) else json.dumps(reply).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def completion(text: str | None, **message: Any) -> tuple[int, dict[str, Any]]:
+    return 200, {"id": "chatcmpl-1", "object": "chat.completion", "model": "m",
+                 "choices": [{"index": 0, "finish_reason": "stop",
+                              "message": {"role": "assistant", "content": text, **message}}],
+                 "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}}
+
+
+def model(turns: list[str]) -> Answer:
+    """A chat model whose n-th assistant turn of the conversation it is sent is `turns[n]`."""
+    def answer(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        n = sum(m["role"] == "assistant" for m in body["messages"])
+        return completion(turns[min(n, len(turns) - 1)])
+    return answer

@@ -231,7 +231,7 @@ def test_training_and_evaluation_sample_from_the_same_file(tmp_path):
                 o["actor_rollout_ref.rollout.top_k"], o["+thinkingbox.max_turn_tokens"]) == \
             (s.temperature, s.top_p, s.top_k, s.max_tokens)
         body = policy.request([{"role": "user", "content": "hi"}], [], s.max_tokens, 0)
-        assert (body["temperature"], body["top_p"], body["top_k"], body["max_tokens"]) == \
+        assert (body["temperature"], body["top_p"], body["top_k"], body["max_completion_tokens"]) == \
             (s.temperature, s.top_p, s.top_k, s.max_tokens)
     # a spec's own option wins over the file
     spec = SpecOptions(SAMPLES, "openai:http://127.0.0.1:9/v1#m,temperature=0").to_spec()

@@ -29,7 +29,7 @@ Version 1 fields (`EpisodeRecord`; every field is written, absent values are nul
     tool_calls    [{"name", "arguments", "result", "problem"?, "seconds"}] in call order
     verdict       {passed, reward, system_error, explanation, lineno, judge_calls, diff}; `diff`
                   maps server -> [{path, type, result, golden}] (what explains a 0)
-    end_reason    done | end_turn_tool | agent_limit | empty_turns | user_limit | no_user_llm |
+    end_reason    done | end_turn_tool | agent_limit | agent_turn_cap | empty_turns | user_limit | no_user_llm |
                   token_budget | time_budget | context_limit | system_error
     system_error  null, or "<where>: <cause>" (then the episode is never scored)
     usage         {"agent": {calls, input_tokens, output_tokens}, "user": {...}, "judge": {calls}}
@@ -58,7 +58,7 @@ from typing import Any, Iterator
 from trainer.core.redact import redact
 
 RECORD_VERSION = 1
-END_REASONS = ("done", "end_turn_tool", "agent_limit", "empty_turns", "user_limit", "no_user_llm", "token_budget",
+END_REASONS = ("done", "end_turn_tool", "agent_limit", "agent_turn_cap", "empty_turns", "user_limit", "no_user_llm", "token_budget",
                "time_budget", "context_limit", "system_error")
 
 

@@ -32,7 +32,8 @@ def rendered_prompt_ids(task: Any, env: Any, path: str, tokenizer: Any) -> list[
     """The prompt ids an episode of `task` starts with (what `TokenTrajectory.start` encodes)."""
     cfg = env.cfg
     agent = env.dataset(path).agent(cfg.agent)
-    messages, schemas = asyncio.run(opening_prompt(task, env.registry, agent, strip=cfg.strip_sources))
+    messages, schemas = asyncio.run(opening_prompt(task, env.registry, agent, strip=cfg.strip_sources,
+                                                    view=cfg.agent_view))
     text = ti.render(messages, family=cfg.family, tools=schemas, add_generation_prompt=True,
                      enable_thinking=cfg.thinking)
     return tokenizer.encode(text, add_special_tokens=False)

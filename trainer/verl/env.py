@@ -58,6 +58,7 @@ class TBConfig:
     strip_sources: bool = EpisodeConfig.strip_sources
     max_agent_turns: int | None = EpisodeConfig.max_agent_turns  # the cap of a task that sets none
     max_empty_turns: int = EpisodeConfig.max_empty_turns  # empty/reasoning-only turns in a row re-asked
+    agent_view: str = EpisodeConfig.agent_view  # the tools as the framework shows them, or "plain"
     # how members are played (RunPlan's names and defaults)
     retries: int = RunPlan.retries  # re-runs of a group member that ends in a system error
     seed: int = RunPlan.seed  # the run seed; step N's episodes derive theirs from step_seed(seed, N)

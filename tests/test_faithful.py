@@ -212,3 +212,117 @@ def test_user_prompts_from_a_file_and_from_the_thinkingbox_package(endpoints, tm
     monkeypatch.setitem(sys.modules, "thinkingbox.common.user_simulated_answer", mod)
     p = load_prompts("thinkingbox")
     assert (p.system, p.source, p.escape("a <DONE> b")) == ("Play the user.", "thinkingbox", "a [done] b")
+
+
+# ---------------------------------------------------------------------------- the framework's config file
+
+CONFIG = """\
+mcp_proxy:
+  endpoint_url: "http://127.0.0.1:7111"
+orchestrator:
+  type: thinkingbox
+  agent_model:
+    type: aoai
+    deployment: agent-m
+    endpoint_url: "{agent}/chat/completions"
+    is_reasoning: true
+    temperature: 1.0
+    top_k: 20
+    top_p: 0.95
+    max_completion_tokens: 8192
+    timeout: 30.0
+    max_retries_server_error: 0
+    credential: {{type: api-key, api_key: "${{TBT_TEST_AGENT_KEY}}"}}
+judge_model:
+  type: aoai
+  deployment: judge-m
+  endpoint_url: "{judge}/chat/completions"
+  is_reasoning: false
+  temperature: 0.0
+  seed: 42
+  max_completion_tokens: 128
+  credential: {{type: api-key, api_key: literal-judge-key-123}}
+judge_type: legacy
+user_model:
+  type: aoai
+  deployment: user-m
+  endpoint_url: "{user}/chat/completions"
+  temperature: 0.0
+  max_completion_tokens: 4096
+  api_version: "2024-10-21"
+"""
+
+
+def test_the_framework_config_file_gives_policy_user_and_judge(tmp_path, monkeypatch):
+    from trainer.rollout.tbconfig import TBConfigError, read_tb_config
+
+    f = tmp_path / "thinkingbox.yaml"
+    f.write_text(CONFIG.format(agent="http://127.0.0.1:1/v1", judge="http://127.0.0.1:2/v1", user="http://127.0.0.1:3/v1"))
+    env = {"TBT_TEST_AGENT_KEY": "agent-key-456"}
+    c = read_tb_config(f, env)
+    assert c.policy == ("openai:http://127.0.0.1:1/v1#agent-m,temperature=1.0,top_p=0.95,top_k=20,max_tokens=8192,"
+                        "timeout=30.0,retries=0,key_env=TBT_TEST_AGENT_KEY")
+    assert c.judge == ("openai:http://127.0.0.1:2/v1#judge-m,temperature=0.0,max_tokens=128,seed=42,"
+                       "key_env=TBT_CONFIG_JUDGE_KEY")
+    assert c.user == "openai:http://127.0.0.1:3/v1#user-m,temperature=0.0,max_tokens=4096"
+    assert env["TBT_CONFIG_JUDGE_KEY"] == "literal-judge-key-123"  # the literal key travels by the environment
+    assert "literal-judge-key-123" not in c.policy + c.judge + c.user and c.thinking is True
+    assert c.notes == ["mcp_proxy: not used (the sandbox runs the task's servers itself)",
+                       "user_model: not used: api_version"]
+    # a block without sampling gets the framework's defaults, not ours
+    f.write_text("orchestrator:\n  agent_model: {type: aoai, deployment: m, endpoint_url: 'http://h/v1/chat/completions'}\n"
+                 "judge_model: {type: aoai, deployment: j, endpoint_url: 'http://h/v1/chat/completions'}\n")
+    c = read_tb_config(f, {})
+    assert c.policy == "openai:http://h/v1#m,temperature=1.0,top_p=1.0,top_k=0,max_tokens=4096" and c.user is None
+    assert c.judge == "openai:http://h/v1#j,temperature=1.0,max_tokens=4096,seed=none"
+
+    for text, where in [
+        ("orchestrator:\n  agent_model: {type: aoai, deployment: m, endpoint_url: 'http://h/v1/chat/completions',\n"
+         "    temprature: 1}\n", r":3: orchestrator.agent_model.temprature: unknown key"),
+        ("orchestrator:\n  agent_model:\n    type: anthropic\n", r":3: orchestrator.agent_model.type: 'anthropic' is not supported"),
+        ("judge_type: motivation\n", r":1: judge_type: 'motivation' is not supported"),
+        ("agent_modle: {}\n", r":1: agent_modle: unknown key"),
+        ("orchestrator:\n  agent_model: {type: aoai, deployment: m, endpoint_url: 'http://h/v1'}\n",
+         r":2: orchestrator.agent_model.endpoint_url: expected a URL ending in /chat/completions"),
+        ("orchestrator:\n  agent_model:\n    type: aoai\n    deployment: m\n    endpoint_url: http://h/v1/chat/completions\n"
+         "    temperature: hot\n", r":6: orchestrator.agent_model.temperature: expected a number"),
+        ("orchestrator:\n  agent_model:\n    type: aoai\n    deployment: m\n    endpoint_url: http://h/v1/chat/completions\n"
+         "    credential: {type: api-key, api_key: $NOPE_KEY}\n", r":6: orchestrator.agent_model.credential.api_key: "
+                                                                 r"\$NOPE_KEY is not set"),
+    ]:
+        f.write_text(text)
+        with pytest.raises(TBConfigError, match=where) as e:
+            read_tb_config(f, {})
+        assert str(e.value).startswith(str(f))
+
+
+def test_tbt_eval_runs_the_protocol_from_the_framework_config_file(endpoints, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from trainer.cli import app
+
+    agent = endpoints(model(["<think>\nhmm\n</think>\n\nCould you tell me your email?",
+                             "<think>\nok\n</think>\n\nI cannot help with that. <DONE>"]))
+    user = endpoints(lambda path, body: completion("I don't know."))
+    judge = endpoints(lambda path, body: completion("Yes"))
+    f = tmp_path / "thinkingbox.yaml"
+    f.write_text(CONFIG.format(agent=agent.url, judge=judge.url, user=user.url))
+    monkeypatch.setenv("TBT_TEST_AGENT_KEY", "agent-key-456")
+    samples = Path(__file__).resolve().parents[1] / "data" / "samples"
+    out, agg = tmp_path / "run.jsonl", tmp_path / "agg.json"
+    r = CliRunner().invoke(app, ["eval", str(samples), "--config", str(f), "--test-list",
+                                 str(samples / "lists" / "toy.yaml"), "-n", "1", "-o", str(out),
+                                 "--aggregate-output", str(agg), "--no-progress", "--bootstrap", "100"])
+    assert r.exit_code == 0, r.output
+    assert "note  --config" in r.output and "agent-key-456" not in r.output and "literal-judge-key" not in r.output
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(records) == 5 and all(rec["system_error"] is None for rec in records)
+    body = next(q["body"] for q in agent.requests if "tools" in q["body"])  # (a preflight probe may come first)
+    assert (body["model"], body["temperature"], body["top_p"], body["top_k"], body["max_completion_tokens"]) == \
+        ("agent-m", 1.0, 0.95, 20, 8192)
+    assert {q["auth"] for q in agent.requests} == {"Bearer agent-key-456"}
+    assert user.requests and {q["body"]["model"] for q in user.requests} == {"user-m"}
+    assert any(q["body"].get("max_completion_tokens") == 4096 for q in user.requests)
+    assert records[0]["user"]["model"] == "user-m" and records[0]["judge"]["model"] == "judge-m"
+    assert "agent-key-456" not in out.read_text() and "literal-judge-key" not in out.read_text()
+    assert json.loads(agg.read_text())

@@ -14,7 +14,7 @@ import typer
 
 from trainer.run_cli import (
     POLICY_HELP, AgentOpt, CallTimeoutOpt, ConcurrencyOpt, FamilyOpt, JudgeOpt, MaxContextOpt,
-    MaxSecondsOpt, MaxTokensTotalOpt, ProgressOpt, PythonOpt, RetriesOpt, SamplingOpt, SpecOptions,
+    MaxSecondsOpt, MaxTokensTotalOpt, ProgressOpt, PythonOpt, RetriesOpt, SamplingOpt, SpecOptions, ConfigOpt, AgentViewOpt,
     SkipInvalidOpt, StripSourcesOpt, ThinkingOpt, UseRayOpt, UserOpt, fail, play, report
 )
 
@@ -67,9 +67,11 @@ def _aggregate(paths: list[Path], expected, *, profile: str, prices, price_model
 
 def eval_command(
     dataset: Annotated[Path, typer.Argument(exists=True, file_okay=False, help="ThinkingBox dataset directory.")],
-    policy: Annotated[str, typer.Option("--policy", help=POLICY_HELP)],
     output: Annotated[Path, typer.Option("--output", "-o", dir_okay=False, help="Records (JSONL), appended; resumes.")],
     aggregate_output: Annotated[Path, typer.Option("--aggregate-output", dir_okay=False, help="Where agg.json goes.")],
+    policy: Annotated[Optional[str], typer.Option("--policy", help=POLICY_HELP)] = None,
+    config: ConfigOpt = None,
+    agent_view: AgentViewOpt = "thinkingbox",
     test_list: Annotated[Optional[Path], typer.Option("--test-list", exists=True, dir_okay=False,
                                                       help="The tasks of the protocol (default: every task).")] = None,
     user: UserOpt = None,
@@ -127,7 +129,7 @@ def eval_command(
     spec = SpecOptions(dataset, policy, test_list, user=user, judge=judge, servers=servers, python=python, family=family,
                        thinking=thinking, agent=agent, max_episode_tokens=max_tokens_total,
                        max_episode_seconds=max_seconds, max_context=max_context, call_timeout=call_timeout,
-                       strip_sources=strip_sources, sampling=sampling).to_spec()
+                       strip_sources=strip_sources, sampling=sampling, config=config, agent_view=agent_view).to_spec()
     result = play(spec, RunPlan(output=output, repeat=repeat, errors_output=errors_output, concurrency=concurrency,
                                 retries=retries, seed=seed, progress=progress, use_ray=use_ray,
                                 skip_invalid=skip_invalid))

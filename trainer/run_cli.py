@@ -47,6 +47,13 @@ UseRayOpt = Annotated[bool, typer.Option("--ray", help="Spread episodes over a R
 ProgressOpt = Annotated[bool, typer.Option("--progress/--no-progress", help="Show the progress bar.")]
 SkipInvalidOpt = Annotated[bool, typer.Option("--skip-invalid", help=(
     "Run the tasks that load when some dataset entries do not (listed); without it any load error is exit 2."))]
+ConfigOpt = Annotated[Optional[Path], typer.Option("--config", exists=True, dir_okay=False, help=(
+    "The ThinkingBox framework's config.yaml (tb infer --config): its orchestrator.agent_model, user_model and "
+    "judge_model give --policy, --user and --judge (with their sampling and keys; an option given here wins). "
+    "docs/evaluation.md."))]
+AgentViewOpt = Annotated[str, typer.Option("--agent-view", help=(
+    "thinkingbox: the tools and request as the framework sends them (servers' order, titles dropped, "
+    "additionalProperties false, max_completion_tokens); plain: the scenario's order and the servers' schemas."))]
 SamplingOpt = Annotated[Optional[Path], typer.Option("--sampling", exists=True, dir_okay=False, help=(
     "Sampling config YAML (temperature, top_k, top_p, max_turn_tokens): the policy's defaults. "
     "Default: configs/sampling.yaml, the one training samples with; a policy spec's options override."))]
@@ -68,7 +75,7 @@ class SpecOptions:
     and made into the `RunSpec` by `to_spec()` (exit 2 on a bad family, interpreter or sampling file)."""
 
     dataset: Path
-    policy: str
+    policy: str | None
     test_list: Path | None = None
     user: str | None = None
     judge: str | None = None
@@ -84,12 +91,36 @@ class SpecOptions:
     isolate_tests: bool = False
     strip_sources: bool = False
     sampling: Path | None = None  # default: configs/sampling.yaml
+    config: Path | None = None  # the framework's config.yaml: policy, user and judge where not given
+    agent_view: str = "thinkingbox"
+
+    def from_config(self) -> None:
+        """--policy, --user and --judge from --config where they were not given (exit 2 on a bad
+        file, naming its line and key); the file's notes on stderr."""
+        if self.config is None:
+            if self.policy is None:
+                fail("error: give --policy SPEC (or --config thinkingbox.yaml)")
+            return
+        from trainer.rollout.tbconfig import TBConfigError, read_tb_config
+
+        try:
+            c = read_tb_config(self.config)
+        except TBConfigError as e:
+            fail(f"error: --config {e}")
+        for note in c.notes:
+            err.print(f"note  --config {self.config}: {note}", markup=False, highlight=False)
+        self.policy = self.policy or c.policy
+        self.user = self.user or c.user
+        self.judge = self.judge or c.judge
 
     def to_spec(self):
         from trainer.rollout.episode import EpisodeConfig
         from trainer.rollout.sampling import SamplingError, load_sampling
         from trainer.rollout.setup import RunSpec
 
+        self.from_config()
+        if self.agent_view not in ("thinkingbox", "plain"):
+            fail(f"error: --agent-view {self.agent_view!r}: expected thinkingbox or plain")
         if self.family not in ("hermes", "xml"):
             fail(f"error: --family {self.family!r}: expected hermes or xml")
         if self.python is not None and shutil.which(self.python) is None:
@@ -107,7 +138,7 @@ class SpecOptions:
                        config=EpisodeConfig(max_episode_tokens=self.max_episode_tokens,
                                             max_episode_seconds=self.max_episode_seconds, max_context=self.max_context,
                                             call_timeout=self.call_timeout, isolate_tests=self.isolate_tests,
-                                            strip_sources=self.strip_sources),
+                                            strip_sources=self.strip_sources, agent_view=self.agent_view),
                        sampling=sampling)
 
 
@@ -156,8 +187,10 @@ def report(result, repeat: int, output: Path, *, exit_on_unresolved: bool = True
 
 def run_command(
     dataset: Annotated[Path, typer.Argument(exists=True, file_okay=False, help="ThinkingBox dataset directory.")],
-    policy: Annotated[str, typer.Option("--policy", help=POLICY_HELP)],
     output: Annotated[Path, typer.Option("--output", "-o", dir_okay=False, help="Records (JSONL), appended; resumes.")],
+    policy: Annotated[Optional[str], typer.Option("--policy", help=POLICY_HELP)] = None,
+    config: ConfigOpt = None,
+    agent_view: AgentViewOpt = "thinkingbox",
     test_list: Annotated[Optional[Path], typer.Option("--test-list", exists=True, dir_okay=False,
                                                       help="Only the tasks of this list.")] = None,
     user: UserOpt = None,
@@ -207,7 +240,8 @@ def run_command(
     spec = SpecOptions(dataset, policy, test_list, user=user, judge=judge, servers=servers, python=python, family=family,
                        thinking=thinking, agent=agent, max_episode_tokens=max_tokens_total,
                        max_episode_seconds=max_seconds, max_context=max_context, call_timeout=call_timeout,
-                       isolate_tests=isolate, strip_sources=strip_sources, sampling=sampling).to_spec()
+                       isolate_tests=isolate, strip_sources=strip_sources, sampling=sampling, config=config,
+                       agent_view=agent_view).to_spec()
     result = play(spec, RunPlan(output=output, repeat=repeat, errors_output=errors_output, concurrency=concurrency,
                                 retries=retries, seed=seed, progress=progress, use_ray=use_ray, ray_workers=ray_workers,
                                 skip_invalid=skip_invalid))

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.timeout(3600)  # the shared smoke is set up inside the first engine test (two launches)
 ENV = {k: v for k, v in os.environ.items()
        if not k.startswith(("TBT_", "GPUS_PER_NODE", "NODE_GPUS", "NNODES", "CKPT_DIR", "CONFIG", "MODEL_PATH",
                             "RAY_ADDRESS", "SMOKE_"))}
@@ -144,6 +145,51 @@ def test_checkpoint_verifies_and_a_second_launch_resumes_at_step_3(run):
     assert r.returncode == 0, r.stdout + r.stderr
     assert sorted(run["resume"]) == [3], sorted(run["resume"])
     assert (run["ckpt"] / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
+
+
+
+@pytest.mark.engine
+def test_training_records_read_as_tbt_runs(run):
+    """Every episode of step 1 is in records/step_1.jsonl, and `tbt show` reads the file."""
+    path = run["ckpt"] / "records" / "step_1.jsonl"
+    recs = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    assert len(recs) == 2 * 8  # train_batch_size 2 x groups of 8: every episode, none twice
+    assert len({(r["uid"], r["repetition"]) for r in recs}) == len(recs)
+    r = subprocess.run(["uv", "run", "--frozen", "tbt", "show", str(path)], cwd=ROOT, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for uid in {x["uid"] for x in recs}:
+        assert uid.split(":")[-1] in r.stdout
+
+
+@pytest.mark.engine
+def test_merged_checkpoint_loads_and_plays_an_episode(run, tmp_path):
+    """`tbt checkpoint merge` of step 2 gives a Hugging Face model that AutoModelForCausalLM loads
+    with the actor's weights (bfloat16: verl's merger casts), and the hf: policy plays a real
+    episode with it through `tbt run`."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from trainer.verl.cpu.rollout import PROBE_IDS, PROBE_RESPONSE, token_logprobs
+
+    target = tmp_path / "merged"
+    r = subprocess.run(["uv", "run", "--frozen", "tbt", "checkpoint", "merge", str(run["ckpt"]), "--step", "2",
+                        "--target", str(target)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    merged = AutoModelForCausalLM.from_pretrained(str(target), torch_dtype=torch.float32).eval()
+    state = actor_state(run["ckpt"] / "global_step_2")
+    for name, t in merged.state_dict().items():
+        if name in state:
+            assert torch.equal(t, state[name].to(torch.bfloat16).float()), name
+    assert len(token_logprobs(merged, PROBE_IDS, PROBE_RESPONSE)) == len(PROBE_RESPONSE)
+    out, only = tmp_path / "r.jsonl", tmp_path / "one.yaml"
+    only.write_text("- toy_loans.py:test_fine_correction\n")
+    r = subprocess.run(["uv", "run", "--frozen", "tbt", "run", "data/samples", "--policy", f"hf:{target},max_tokens=16",
+                        "--test-list", str(only), "--max-episode-tokens", "48", "--output", str(out), "--no-progress"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rec = json.loads(out.read_text().splitlines()[0])
+    assert rec["policy"]["kind"] == "hf" and rec["tokens"]["response_ids"] and rec["verdict"]["explanation"]
 
 
 def test_cpu_smoke_dry_run_renders_the_cpu_path():

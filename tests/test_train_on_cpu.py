@@ -148,6 +148,23 @@ def test_checkpoint_verifies_and_a_second_launch_resumes_at_step_3(run):
 
 
 
+
+@pytest.mark.engine
+def test_the_resume_restores_the_online_difficulty_state(run):
+    """The smoke trains with online difficulty on: every step's state is saved beside the
+    checkpoints, and the resumed launch continues step 2's state (its trace starts with steps 1-2
+    as saved), never a fresh one; groups.jsonl has each step's end once."""
+    d = run["ckpt"] / "thinkingbox_difficulty"
+    s2, s3 = (json.loads((d / f"global_step_{n}.json").read_text()) for n in (2, 3))
+    assert s2["step"] == 2 and s3["step"] == 3
+    n = len(s2["trace"]["steps"])
+    assert s2["trace"]["steps"][-2:] == [1, 2] and s3["trace"]["steps"][:n] == s2["trace"]["steps"]
+    assert s3["trace"]["steps"][n:] == [3] and s3["trace"]["mean"][:n] == s2["trace"]["mean"]
+    assert sum(t["groups"] for t in s3["tasks"].values()) > sum(t["groups"] for t in s2["tasks"].values())
+    ends = [json.loads(x).get("end_step") for x in (d / "groups.jsonl").read_text().splitlines() if x.strip()]
+    ends = [e for e in ends if e is not None]
+    assert sorted(set(ends)) == [1, 2, 3]
+
 @pytest.mark.engine
 def test_training_records_read_as_tbt_runs(run):
     """Every episode of step 1 is in records/step_1.jsonl, and `tbt show` reads the file."""

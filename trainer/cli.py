@@ -34,6 +34,7 @@ from trainer.probe_cli import probe_command, quickstart_command
 from trainer.report_cli import report_command
 from trainer.run_cli import run_command, show_command
 from trainer.serve_cli import serve_proxy_command
+from trainer.warmstart_cli import warm_start_command
 
 if TYPE_CHECKING:  # the sandbox imports the MCP SDK (~1 s): only the commands that run one import it
     from trainer.env.sandbox.mcp_host import ServerRegistry
@@ -54,6 +55,7 @@ EXAMPLES = {
     "eval": "tbt eval data/samples --test-list data/samples/lists/toy.yaml --policy synthetic -n 4 -o run.jsonl --aggregate-output agg.json",
     "aggregate": "tbt aggregate run.jsonl --test-list data/samples/lists/toy.yaml --output agg.json",
     "compare": "tbt compare base.agg.json cand.agg.json",
+    "warm-start": "tbt warm-start data/samples --test-list data/samples/lists/toy.yaml -o warm --epochs 2",
     "checkpoint verify": "tbt checkpoint verify tests/fixtures/checkpoints/tiny",
     "checkpoint merge": "tbt checkpoint merge tests/fixtures/checkpoints/tiny --step 2 --target merged-step2",
 }
@@ -82,6 +84,7 @@ app.command("report")(report_command)
 app.command("eval")(eval_command)
 app.command("aggregate")(aggregate_command)
 app.command("compare")(compare_command)
+app.command("warm-start")(warm_start_command)
 app.add_typer(checkpoint_app, name="checkpoint")
 
 out = Console()

@@ -66,7 +66,7 @@ Finish = Literal["stop", "tool_calls", "length"]
 CallProblem = Literal["truncated", "malformed", "unknown_tool", "invalid_arguments", "wrong_format"]
 
 MAX_CALLS = 64  # tool calls read in one turn; a turn with more runs none of them
-MAX_DEPTH = 64  # nesting of a JSON value in a call (objects and arrays); deeper is rejected
+MAX_DEPTH = 64  # nesting of a call's arguments object (objects and arrays); deeper is rejected
 REPLACEMENT = "\ufffd"  # what a lone surrogate in the text is read as
 
 THINK_START, THINK_END = "<think>", "</think>"
@@ -216,16 +216,16 @@ class TooDeep(ValueError):
     """A JSON value nested deeper than `MAX_DEPTH` (or too deep for the decoder)."""
 
 
-def _finite_json(raw: str) -> Any:
-    """A strict, finite JSON value of at most `MAX_DEPTH` levels; `ValueError` otherwise (`TooDeep`
-    for nesting). Never a `RecursionError`: the decoder's is caught, and the depth of what it did
+def _finite_json(raw: str, limit: int = MAX_DEPTH) -> Any:
+    """A strict, finite JSON value of at most `limit` levels; `ValueError` otherwise (`TooDeep` for
+    nesting). Never a `RecursionError`: the decoder's is caught, and the depth of what it did
     decode is measured without recursion, so every later step (schema validation, the markup check,
     the record's encoding) sees a bounded value."""
     try:
         value = _decode(raw)
     except RecursionError:
         raise TooDeep(f"nested deeper than {MAX_DEPTH} levels") from None
-    if isinstance(value, (dict, list)) and _depth_over(value, MAX_DEPTH):
+    if isinstance(value, (dict, list)) and _depth_over(value, limit):
         raise TooDeep(f"nested deeper than {MAX_DEPTH} levels")
     return value
 
@@ -299,7 +299,7 @@ def _coerce(value: str, types: set[str]) -> Any:
     # keeps the raw text. No type accepting the value: a finite JSON value, else the raw text. Both
     # read the same JSON, so it is parsed once.
     try:
-        return _finite_json(value)
+        return _finite_json(value, MAX_DEPTH - 1)  # inside the arguments object: one level down
     except TooDeep:
         raise  # the call is rejected (a string parameter never gets here)
     except ValueError:
@@ -446,9 +446,9 @@ def _hermes_call(raw: str, toolset: Toolset | None) -> ToolCall:
         return _bad(_xml_name(raw), "wrong_format",
                     'tool calls must be JSON: <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>.')
     try:
-        obj = _finite_json(raw)
+        obj = _finite_json(raw, MAX_DEPTH + 1)  # the call object around the arguments: one level more
     except TooDeep as e:
-        return _bad("", "malformed", f"the tool call's JSON is {e}; it was not executed.")
+        return _bad("", "malformed", f"the tool call's arguments are {e}; it was not executed.")
     except ValueError as e:
         return _bad("", "malformed", f"the tool call is not valid JSON ({e}): {raw[:200]!r}.")
     if _lone_surrogate(obj):  # checked first: every message below quotes the name

@@ -54,6 +54,9 @@ def main(
         "init) are excluded."))] = None,
     screen: Annotated[Optional[list[Path]], typer.Option("--screen", exists=True, dir_okay=False, help=(
         "Records of a solvability screen (`tbt probe --screen-policy`): tasks it never solved are dropped."))] = None,
+    keep_identity: Annotated[Optional[str], typer.Option("--keep-identity", help=(
+        "Probes of several runs (another policy, parameter, seed, sampling, ...) are refused, each run named "
+        "with an ID: use the records of this one (\"unknown\": records without a run identity)."))] = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="Print only the output directory.")] = False,
 ) -> None:
     """Aggregate base-policy probes into difficulty bands and write the training pool.
@@ -79,7 +82,7 @@ def main(
     cfg = PrepareConfig(probes=list(probes), datasets=list(dataset), out_dir=out_dir, test_lists=list(test_list or []),
                         bands=b, min_probes=min_probes, val_fraction=val_fraction, seed=seed,
                         exclude_lists=list(exclude_list or []), exclude_datasets=list(exclude_dataset or []),
-                        screen=list(screen or []))
+                        screen=list(screen or []), keep_identity=keep_identity)
     try:
         result = prepare(cfg)
     except (PrepareError, BandError) as e:
@@ -93,6 +96,11 @@ def main(
     if s["unknown_uids"]:
         err.print(f"warning  {len(s['unknown_uids'])} probed uid(s) are not in the dataset (another dataset or "
                   f"version?): {', '.join(list(s['unknown_uids'])[:5])}", markup=False, highlight=False)
+    left = s["probe_identity"]["left_out"]
+    if left:
+        err.print(f"note  --keep-identity {s['probe_identity']['used']}: {sum(left.values())} probe record(s) of "
+                  f"{len(left)} other run(s) left out (" + ", ".join(f"{k}: {v}" for k, v in left.items()) + ")",
+                  markup=False, highlight=False)
     if s["changed_tasks"]:
         err.print(f"warning  {len(s['changed_tasks'])} task(s) changed since they were probed; their probes are "
                   f"not used: {', '.join(list(s['changed_tasks'])[:5])}", markup=False, highlight=False)

@@ -149,16 +149,19 @@ def test_coverage_names_every_fault(tmp_path):
             ours("a.py:t3", 1),  # t3 #0 missing
             ours("b.py:t9", 0),  # unexpected uid
             ours("a.py:t3", 5),  # repetition past --repeat
-            ours("a.py:t2", 0, fp="old")]  # stale (the task changed)
+            ours("a.py:t2", 0, fp="old"),  # replaced (the task changed, and #0 was re-run since: not a fault)
+            ours("a.py:t3", 0, fp="old")]  # stale (the task changed, and #0 was not re-run)
     attempts = read_attempts([write_jsonl(tmp_path / "r.jsonl", recs)]).attempts
-    exp = Expected(uids=["a.py:t1", "a.py:t2", "a.py:t3"], repeat=2, fingerprints={"a.py:t2": "new"}, source="list.yaml")
+    exp = Expected(uids=["a.py:t1", "a.py:t2", "a.py:t3"], repeat=2, fingerprints={"a.py:t2": "new", "a.py:t3": "new"},
+                   source="list.yaml")
     cov, kept = check(attempts, exp)
     assert cov.missing == ["a.py:t3 #0"]
     assert len(cov.unresolved) == 1 and cov.unresolved[0].startswith("a.py:t2 #1: 1 system-error attempt(s), the last sandbox: timeout")
     assert cov.duplicated == [f"a.py:t1 #1: scored 2 times ({tmp_path}/r.jsonl:2, {tmp_path}/r.jsonl:3; the first kept)"]
     assert [u.split(" (")[0] for u in cov.unexpected] == ["b.py:t9 #0", "a.py:t3 #5"]
     assert "not in list.yaml" in cov.unexpected[0] and "outside 0..1" in cov.unexpected[1]
-    assert len(cov.stale) == 1 and cov.stale[0].startswith("a.py:t2 #0")
+    assert len(cov.stale) == 1 and cov.stale[0].startswith("a.py:t3 #0 ") and "another version" in cov.stale[0]
+    assert len(cov.replaced) == 1 and cov.replaced[0].startswith("a.py:t2 #0 ")
     assert not cov.complete and cov.expected == 6 and cov.scored == 4
     assert sorted(a.key for a in kept) == [("a.py:t1", 0), ("a.py:t1", 1), ("a.py:t2", 0), ("a.py:t3", 1)]
     assert [a.passed for a in kept if a.key == ("a.py:t1", 1)] == [True]  # the first of the duplicates

@@ -106,10 +106,14 @@ def training_row(uid: str, *, step: int, member: int, split: str = "train", **ex
 def comparable(rec) -> dict[str, Any]:
     """A record without what differs by construction: wall-clock stamps (started_at, timings, tool
     results, their template deltas and the prompt-token counts they enter), the policy's identity
-    (a synthetic policy vs verl's server) and the synthetic flag that follows from it."""
+    (a synthetic policy vs verl's server) and the synthetic flag that follows from it; of the run
+    identity only the policy spec and the dataset's task set (a test list vs training's whole
+    dataset): the run seed, user, judge and dataset name stay."""
     d = rec.to_dict()
     for k in ("started_at", "timings", "policy", "synthetic"):
         d.pop(k)
+    d["run"] = {**{k: v for k, v in d["run"].items() if k not in ("policy", "dataset")},
+                "dataset": d["run"]["dataset"]["name"]}
     d["messages"] = [m for m in d["messages"] if m["role"] != "tool"]
     d["tool_calls"] = [{k: v for k, v in c.items() if k not in ("result", "seconds")} for c in d["tool_calls"]]
     t = d.pop("tokens")
@@ -145,7 +149,8 @@ def test_tbt_run_and_the_verl_agent_loop_write_equal_records(tmp_path, tok, tok_
         a, b = comparable(direct[uid]), comparable(trained[uid])
         assert a == b, {k: (a[k], b[k]) for k in a if a[k] != b[k]}
         assert a["seed"] == seeds[uid] and a["sampling"] == dataclasses.asdict(load_sampling())
-    assert trained[UIDS[0]].policy["model"] == "tiny"
+    assert trained[UIDS[0]].policy["model"] == "tiny" and trained[UIDS[0]].run["policy"] == "verl:tiny"
+    assert direct[UIDS[0]].run["seed"] == run_seed and direct[UIDS[0]].run["policy"].startswith("synthetic:p=0.5")
     # verl was asked for exactly the sampling tbt run samples with
     s = load_sampling()
     assert {(c["temperature"], c["top_p"], c["top_k"]) for c in server.sampling} == {(s.temperature, s.top_p, s.top_k)}

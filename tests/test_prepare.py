@@ -29,10 +29,11 @@ from typer.testing import CliRunner
 from trainer.cli import app as tbt_app
 from trainer.data.bands import Bands, assign, band_table
 from trainer.data.prepare import AGENT_LOOP_NAME, CSV_COLUMNS, PrepareConfig, PrepareError, prepare
-from trainer.data.probes import tally_probes
+from trainer.data.probes import MixedProbesError, tally_probes
 from trainer.env.taskformat.tasks import load_dataset, read_test_list
+from trainer.rollout.identity import of_record
 from trainer.rollout.record import read_records
-from trainer.rollout.runner import default_errors_path, local_execute, run_episodes
+from trainer.rollout.runner import default_errors_path, local_execute, run_episodes, run_identity
 from trainer.rollout.setup import RunSpec, build_setup, close_setup, load_run_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -85,8 +86,12 @@ def write_list(path: Path, uids) -> Path:
 
 def play(dataset: Path, policy: str, repeat: int, out: Path, *, uids=None, test_list: Path | None = None,
          wrap=None, seed: int = 0, retries: int = 2):
-    """The real runner over `uids` (default: every task of the dataset / list), into `out`."""
-    spec = RunSpec(dataset=str(dataset), policy=policy, test_list=str(test_list) if test_list else None)
+    """The real runner over `uids` (default: every task of the dataset / list), into `out`, sampling
+    as `tbt probe` does (configs/sampling.yaml: probes of one policy have one run identity)."""
+    from trainer.rollout.sampling import load_sampling
+
+    spec = RunSpec(dataset=str(dataset), policy=policy, test_list=str(test_list) if test_list else None,
+                   sampling=load_sampling())
     ds = load_run_dataset(spec)
     assert not ds.errors, ds.errors
     setup = build_setup(spec, ds)
@@ -95,7 +100,8 @@ def play(dataset: Path, policy: str, repeat: int, out: Path, *, uids=None, test_
         execute = wrap(execute)
     tasks = [ds.tasks[u] for u in uids] if uids is not None else list(ds.tasks.values())
     try:
-        return asyncio.run(run_episodes(tasks, repeat, execute, output=out, concurrency=8, retries=retries, seed=seed))
+        return asyncio.run(run_episodes(tasks, repeat, execute, output=out, concurrency=8, retries=retries, seed=seed,
+                                        identity=run_identity(spec, setup, list(ds.tasks.values()), seed=seed)))
     finally:
         asyncio.run(close_setup(setup))
 
@@ -705,11 +711,25 @@ def test_tb_infer_records_band_like_ours(sample_probes, prepared, tmp_path):
         assert strip(row) == strip(ours[uid])
     assert (tmp_path / "o" / "train.yaml").read_bytes() == (prepared[1] / "train.yaml").read_bytes()
 
-    # both formats of the same episodes: each probe counts once, the second copy is reported
+    # the same episodes twice: each probe counts once, the second copy is reported
+    tasks = load_dataset(SAMPLES).tasks
+    twice = tmp_path / "twice.jsonl"
+    twice.write_bytes(sample_probes.read_bytes() * 2)
+    report = tally_probes([twice], tasks)
+    assert report.duplicates == EPISODES
+    assert {u: (t.n, t.c) for u, t in report.tallies.items()} == {u: (N, int(r["k"])) for u, r in ours.items()}
+
+    # ours (with a run identity) and tb infer's (none) in one file: two runs as far as anyone can
+    # tell, refused, each named; told which to keep, the other is left out and counted
     mixed = tmp_path / "mixed.jsonl"
     mixed.write_bytes(sample_probes.read_bytes() + p.read_bytes())
-    report = tally_probes([mixed], load_dataset(SAMPLES).tasks)
-    assert report.duplicates == EPISODES
+    with pytest.raises(MixedProbesError) as e:
+        tally_probes([mixed], tasks)
+    ours_id = of_record(read_records(sample_probes)[0]).id
+    assert f"{ours_id}: {EPISODES} record(s)" in str(e.value) and f"unknown: {len(lines)} record(s)" in str(e.value)
+    assert "--keep-identity" in str(e.value)
+    report = tally_probes([mixed], tasks, keep_identity="unknown")
+    assert report.identity == "unknown" and report.left_out == {ours_id: EPISODES} and report.duplicates == 0
     assert {u: (t.n, t.c) for u, t in report.tallies.items()} == {u: (N, int(r["k"])) for u, r in ours.items()}
 
 

@@ -36,9 +36,9 @@ def _prices(prices: Path | None, price_model: list[str] | None):
 
 
 def _aggregate(paths: list[Path], expected, *, profile: str, prices, price_models, label, output: Path,
-               seed: int, resamples: int):
+               seed: int, resamples: int, keep_identity: str | None = None):
     """Read, check, aggregate and write agg.json (returns the `AggDoc`); exit 1 listing the gaps when `full` refuses."""
-    from trainer.eval.aggregate import CoverageError, aggregate_doc, write_json
+    from trainer.eval.aggregate import CoverageError, MixedRunsError, aggregate_doc, write_json
     from trainer.eval.summary import summary_text
     from trainer.rollout.attempts import AttemptError, read_attempts
 
@@ -50,7 +50,10 @@ def _aggregate(paths: list[Path], expected, *, profile: str, prices, price_model
         typer.echo(f"skipped  {where}: a cut-off last line (a write interrupted by a crash)", err=True)
     try:
         doc = aggregate_doc(read.attempts, expected, profile=profile, prices=prices, price_models=price_models,
-                            label=label, sources=[str(p) for p in paths], resamples=resamples, seed=seed)
+                            label=label, sources=[str(p) for p in paths], resamples=resamples, seed=seed,
+                            keep_identity=keep_identity)
+    except MixedRunsError as e:
+        fail(f"error: {e}\n(nothing written to {output})")
     except CoverageError as e:
         problems = e.coverage.problems()
         for line in problems[:SHOWN]:
@@ -62,6 +65,10 @@ def _aggregate(paths: list[Path], expected, *, profile: str, prices, price_model
         raise typer.Exit(1)
     write_json(doc, output)
     typer.echo(summary_text(doc, output))
+    left = doc.identities.get("left_out")
+    if left:
+        typer.echo(f"--keep-identity {keep_identity}: {sum(left.values())} record(s) of {len(left)} other run(s) left "
+                   "out (" + ", ".join(f"{k}: {v}" for k, v in left.items()) + ")", err=True)
     return doc
 
 
@@ -83,7 +90,7 @@ def eval_command(
     prices: Annotated[Optional[Path], typer.Option("--prices", exists=True, dir_okay=False, help=PRICES_HELP)] = None,
     price_model: Annotated[Optional[list[str]], typer.Option("--price-model", help=PRICE_MODEL_HELP)] = None,
     label: Annotated[Optional[str], typer.Option("--label", help="The run's name in agg.json and tbt compare "
-                                                 "(default: the policy's model).")] = None,
+                                                 "(default: the policy spec, e.g. synthetic:p=0.9).")] = None,
     servers: Annotated[Optional[Path], typer.Option("--servers", exists=True, dir_okay=False, help=(
         "ThinkingBox servers.yaml; servers not in it are our in-process domains. "
         "Default: DATASET/servers.yaml if present."))] = None,
@@ -169,7 +176,10 @@ def aggregate_command(
     coverage_profile: Annotated[str, typer.Option("--coverage-profile", help=PROFILE_HELP)] = "full",
     prices: Annotated[Optional[Path], typer.Option("--prices", exists=True, dir_okay=False, help=PRICES_HELP)] = None,
     price_model: Annotated[Optional[list[str]], typer.Option("--price-model", help=PRICE_MODEL_HELP)] = None,
-    label: Annotated[Optional[str], typer.Option("--label", help="The run's name (default: the policy's model).")] = None,
+    label: Annotated[Optional[str], typer.Option("--label", help="The run's name (default: the policy spec).")] = None,
+    keep_identity: Annotated[Optional[str], typer.Option("--keep-identity", help=(
+        "Records of several runs (another policy, parameter, seed, sampling, ...) are refused, each run named with "
+        "an ID: aggregate only this one's (\"unknown\": records without a run identity)."))] = None,
     seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
     bootstrap: Annotated[int, typer.Option("--bootstrap", min=100, help="Bootstrap resamples.")] = 2000,
 ) -> None:
@@ -195,7 +205,7 @@ def aggregate_command(
     else:
         expected = Expected(repeat=repeat)
     _aggregate(list(records), expected, profile=coverage_profile, prices=price_table, price_models=price_models,
-               label=label, output=output, seed=seed, resamples=bootstrap)
+               label=label, output=output, seed=seed, resamples=bootstrap, keep_identity=keep_identity)
 
 
 def _dataset_expected(dataset: Path, test_list: Path | None, repeat: int | None):

@@ -59,7 +59,7 @@ def probe_command(
     \b
     Examples:
       tbt probe data/samples --policy synthetic --n 8 --output probes.jsonl
-      tbt probe data/samples --test-list data/samples/lists/toy.yaml --policy synthetic:p=0.4 --screen-policy synthetic:p=0.9 --screen-n 2 -o probes.jsonl
+      tbt probe data/samples --test-list data/samples/lists/toy.yaml --policy synthetic:p=0.4 --screen-policy synthetic:p=0.9 --screen-n 2 -o toy-screened.jsonl
     """
     from trainer.rollout.runner import RunPlan
 

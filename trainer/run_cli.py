@@ -146,6 +146,7 @@ def play(spec, plan):
     """`runner.run(spec, plan)` with its input errors made exit 2 (a dataset's: every one listed,
     nothing played) and Ctrl-C exit 130."""
     from trainer.env.errors import DatasetError, TaskFormatError
+    from trainer.rollout.identity import IdentityError
     from trainer.rollout.policy import SpecError
     from trainer.rollout.record import RecordFileError
     from trainer.rollout.runner import NothingToRun, run
@@ -156,11 +157,15 @@ def play(spec, plan):
         for x in e.errors:
             err.print(f"error  {x}", markup=False, highlight=False)
         fail(f"error: {len(e.errors)} dataset error(s): nothing was run (--skip-invalid runs the tasks that load)")
-    except (TaskFormatError, SpecError, RecordFileError, NothingToRun, KeyError) as e:
+    except (TaskFormatError, SpecError, RecordFileError, NothingToRun, KeyError, IdentityError) as e:
         fail(f"error: {e}")
     except KeyboardInterrupt:
         err.print("interrupted: every finished episode is recorded; rerun the same command to resume")
         raise typer.Exit(130)
+    if result.changed:
+        shown = ", ".join(result.changed[:5]) + (f" and {len(result.changed) - 5} more" if len(result.changed) > 5 else "")
+        err.print(f"re-run  {len(result.changed)} recorded episode(s) of task(s) whose content changed since they were "
+                  f"recorded (their old records are kept in the file, not used): {shown}", markup=False, highlight=False)
     if result.load_errors:
         err.print(f"--skip-invalid: {len(result.load_errors)} dataset entr{'y' if len(result.load_errors) == 1 else 'ies'} "
                   "did not load; their tasks were not run", markup=False, highlight=False)
@@ -223,7 +228,9 @@ def run_command(
     """Play every task REPEAT times with a policy; append one record per episode to OUTPUT.
 
     Rerunning skips every (uid, repetition) already in OUTPUT and re-runs the rest, so a crash or
-    Ctrl-C loses at most the episodes in flight. System errors (an endpoint or server fault) are
+    Ctrl-C loses at most the episodes in flight. OUTPUT holding records of another run (another
+    policy or parameter, sampling, user, judge, budget or seed) is refused, exit 2,
+    naming what differs; an episode of a task changed since it was recorded is re-run. System errors (an endpoint or server fault) are
     never scored: each attempt goes to --errors-output and is re-run up to --retries times; what
     is still failing is listed, exit 1. Records: docs/episodes.md.
 
@@ -233,7 +240,7 @@ def run_command(
     \b
     Examples:
       tbt run data/samples --policy synthetic --repeat 2 --output r.jsonl
-      tbt run data/samples --test-list data/samples/lists/toy.yaml --policy synthetic:dist=bimodal,seed=3 -n 4 -o probes.jsonl
+      tbt run data/samples --test-list data/samples/lists/toy.yaml --policy synthetic:dist=bimodal,seed=3 -n 4 -o toy-bimodal.jsonl
     """
     from trainer.rollout.runner import RunPlan
 

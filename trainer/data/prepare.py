@@ -12,6 +12,10 @@ was not kept, the reason, first that applies:
     not probed / too few probes (n < min) / probes of an older version of the task
     band <name> is dropped   the band's keep flag is off
 
+Probes of several runs (run identities, trainer/rollout/identity.py) are refused unless
+`keep_identity` names the one to use (trainer/data/probes.py); summary.json's `probe_identity`
+says which was used and how many records of others were left out.
+
 Kept tasks are split train/validation by a seeded shuffle inside each (band, domain) stratum, the
 validation share allotted across strata by largest remainder, so the split keeps the band and
 domain mix. Domain = the task's `domain:` tag, else its scenario.
@@ -40,7 +44,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from trainer.data.bands import Bands, assign
-from trainer.data.probes import ProbeReport, tally_probes
+from trainer.data.probes import MixedProbesError, ProbeReport, tally_probes
 from trainer.env.taskformat.tasks import Dataset, Task, load_dataset, read_test_list
 from trainer.rollout.attempts import AttemptError
 from trainer.rollout.bandsfile import CSV_COLUMNS, BandsRow, bands_csv_text
@@ -65,6 +69,7 @@ class PrepareConfig:
     exclude_lists: list[Path] = field(default_factory=list)  # test lists of uids to exclude
     exclude_datasets: list[Path] = field(default_factory=list)  # their tasks' uids and fingerprints
     screen: list[Path] = field(default_factory=list)  # records of the solvability screen
+    keep_identity: str | None = None  # probes of several runs: the run identity to use (its id)
 
 
 @dataclass
@@ -263,6 +268,7 @@ def summary(decisions: list[Decision], bands: Bands, report: ProbeReport, proble
         "not_kept": dict(sorted(reasons.items())),
         "probe_lines": report.lines, "unknown_uids": dict(sorted(report.unknown_uids.items())),
         "changed_tasks": dict(sorted(report.changed.items())), "duplicate_probes": report.duplicates,
+        "probe_identity": {"used": report.identity, "left_out": dict(report.left_out)},
         "problems": problems + report.problems,
     }
 
@@ -334,9 +340,9 @@ def prepare(cfg: PrepareConfig) -> PrepareResult:
     tasks, problems = _candidates(cfg)
     task_map = {uid: t for uid, (t, _) in tasks.items()}
     try:
-        report = tally_probes(cfg.probes, task_map)
+        report = tally_probes(cfg.probes, task_map, keep_identity=cfg.keep_identity)
         screen = tally_probes(cfg.screen, task_map) if cfg.screen else None
-    except AttemptError as e:  # a file that cannot be read (its bad lines are only reported)
+    except (AttemptError, MixedProbesError) as e:  # a file that cannot be read (its bad lines are only reported)
         raise PrepareError(str(e)) from None
     if report.lines == 0:
         raise PrepareError(f"the probe records are empty: {', '.join(map(str, cfg.probes))}")

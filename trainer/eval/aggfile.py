@@ -6,7 +6,8 @@ The JSON (version `AGG_VERSION`; `to_json()` writes it key for key, in this orde
 
     version, label, sources (the record files), profile
     coverage      `Coverage` (trainer/eval/coverage.py): expected and scored keys, and every key
-                  missing / unresolved / duplicated / unexpected / stale / unnumbered; `complete`
+                  missing / unresolved / duplicated / unexpected / stale / unnumbered; `complete`;
+                  `replaced` (optional: records of an older task version re-run since, not used)
     tasks         {uid: `TaskRow` {n, c, domain, tags?, system_errors}}: n scored attempts, c passed
     overall       `Block`: tasks, attempts, passes, pass_at_1 {value, level, jeffreys [lo, hi],
                   bootstrap [lo, hi]}, pass_at_k {"k": v}, pass_hat_k {"k": v}, observed_k_of_k
@@ -20,7 +21,7 @@ The JSON (version `AGG_VERSION`; `to_json()` writes it key for key, in this orde
 
 Reading is strict: a file without `version` (not an agg.json), of another version (written by
 another tbt: aggregate its records again), or missing or mistyping any field is an
-`AggFileError` naming the file and the field (`overall.pass_at_1.value`). Only `by_tag`,
+`AggFileError` naming the file and the field (`overall.pass_at_1.value`). Only `by_tag`, `coverage.replaced`,
 `overall.cost`, `k_tasks`, `note` and a task's `tags` are optional, as the writer leaves them out.
 """
 
@@ -351,7 +352,8 @@ def _coverage(v: Any, at: _At) -> Coverage:
     cov = Coverage(**{k: at.get(d, k, _str) for k in ("profile", "source")},
                    **{k: at.get(d, k, _int) for k in ("repeat", "first_repetition", "expected", "scored",
                                                       "system_error_attempts")},
-                   **{k: at.get(d, k, _strs) for k in Coverage.KINDS})
+                   **{k: at.get(d, k, _strs) for k in Coverage.KINDS},
+                   replaced=at.get(d, "replaced", _strs, True) or [])
     if at.get(d, "complete", _bool) != cov.complete:
         raise (at / "complete").fail(f"{d['complete']} disagrees with the lists of faults")
     return cov

@@ -5,6 +5,11 @@ every field and reads it back: `read_agg`); `write_json` writes it.
 
 Coverage profile `full` refuses (`CoverageError`, naming every fault) unless every expected
 task × repetition is scored exactly once; `none` aggregates what there is.
+
+Records of several runs (run identities, trainer/rollout/identity.py: another policy or
+parameter, sampling, user, judge, budgets or seed) are refused (`MixedRunsError`, each
+run named with its id) under either profile, unless `keep_identity` names the one to aggregate
+(the others are then left out and counted in `identities.left_out`).
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from trainer.eval import metrics
 from trainer.eval.aggfile import AGG_VERSION, AggDoc, Block, TaskRow, UsageRow, read_agg
 from trainer.eval.cost import ROLES, Price, campaign_cost
 from trainer.eval.coverage import Coverage, Expected, check, system_errors_by_uid
-from trainer.rollout.attempts import Attempt, Usage, tally
+from trainer.rollout.attempts import Attempt, Usage, identity_groups, mixed_message, tally
 
 
 class CoverageError(ValueError):
@@ -28,6 +33,10 @@ class CoverageError(ValueError):
     def __init__(self, coverage: Coverage):
         self.coverage = coverage
         super().__init__(coverage.summary())
+
+
+class MixedRunsError(ValueError):
+    """Records of several run identities, none chosen (the message names each, with its id)."""
 
 
 def task_domain(task: Task) -> str:
@@ -49,8 +58,21 @@ def expected_from_tasks(tasks: Sequence[Task], repeat: int | None, source: str) 
 def aggregate_doc(attempts: Sequence[Attempt], expected: Expected, *, profile: str = "full",
                   prices: Mapping[str, Price] | None = None, price_models: Mapping[str, str] | None = None,
                   label: str | None = None, sources: Sequence[str] = (), resamples: int = metrics.RESAMPLES,
-                  seed: int = 0) -> AggDoc:
-    """The agg.json document; `CoverageError` under `full` with gaps."""
+                  seed: int = 0, keep_identity: str | None = None) -> AggDoc:
+    """The agg.json document; `CoverageError` under `full` with gaps, `MixedRunsError` for
+    records of several runs (unless `keep_identity` names one)."""
+    groups = identity_groups(attempts)
+    left_out: dict[str, int] = {}
+    if keep_identity is not None:
+        chosen = [g for g in groups if g.id == keep_identity]
+        if not chosen:
+            raise MixedRunsError(f"--keep-identity {keep_identity}: no record of that run identity; the records "
+                                 "have: " + "; ".join(g.describe() for g in groups))
+        left_out = {g.id: len(g.attempts) for g in groups if g.id != keep_identity}
+        attempts = chosen[0].attempts
+    elif len(groups) > 1:
+        raise MixedRunsError(mixed_message(groups, "aggregate") + "\n  aggregate each run's records on their own, "
+                             "or choose one with --keep-identity ID")
     cov, kept = check(attempts, expected, profile)
     if profile == "full" and not cov.complete:
         raise CoverageError(cov)
@@ -81,13 +103,18 @@ def aggregate_doc(attempts: Sequence[Attempt], expected: Expected, *, profile: s
         return Block.from_dict(b)
 
     first = next((a for a in attempts if a.identities), None)
+    identities = dict(first.identities) if first else {}
+    if first is not None and first.identity is not None:
+        identities.update(run=first.identity.run, id=first.identity.id)
+    if left_out:
+        identities["left_out"] = left_out
     return AggDoc(
         label=label or _label(attempts, sources), sources=list(sources), profile=profile, coverage=cov, tasks=tasks,
         overall=block(uids),
         by_domain={d: block(us) for d, us in metrics.groups({u: [t.domain] for u, t in tasks.items()}).items()},
         by_tag=({t: block(us) for t, us in metrics.groups({u: t.tags or [] for u, t in tasks.items()}).items()}
                 if expected.tags else None),
-        identities=first.identities if first else {},
+        identities=identities,
         usage={role: [UsageRow(m, **u.to_dict()) for m, u in per.items()]
                for role, per in _sum_usage(usage.values()).items()},
         resamples=resamples, seed=seed)
@@ -109,7 +136,11 @@ def _sum_usage(parts: Any) -> dict[str, dict[str | None, Usage]]:
 
 
 def _label(attempts: Sequence[Attempt], sources: Sequence[str]) -> str:
-    """The policy's model (or kind) of the first record, else the first file's name."""
+    """The policy spec of the first record with a run identity (`synthetic:p=0.9`, what tells two
+    runs apart), else its policy's model (or kind), else the first file's name."""
+    for a in attempts:
+        if a.identity is not None:
+            return a.identity.spec
     for a in attempts:
         pol = a.identities.get("policy") or {}
         if pol.get("model") or pol.get("kind"):
@@ -129,5 +160,5 @@ def write_json(doc: AggDoc | Any, path: str | Path) -> None:
     os.replace(tmp, path)
 
 
-__all__ = ["AGG_VERSION", "CoverageError", "aggregate", "aggregate_doc", "expected_from_tasks", "read_agg",
+__all__ = ["AGG_VERSION", "CoverageError", "MixedRunsError", "aggregate", "aggregate_doc", "expected_from_tasks", "read_agg",
            "task_domain", "write_json"]

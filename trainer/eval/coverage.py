@@ -10,8 +10,12 @@ What is found wrong, per key:
 - duplicated   scored more than once (the first one is kept);
 - unexpected   a uid outside the expected set, or a repetition past R (not used);
 - stale        a record whose task fingerprint is not the task's current one (the task changed
-               since; not used);
+               since; not used) and whose key has no record of the current version;
 - unnumbered   a record without a repetition (its key cannot be checked).
+
+Not a fault: `replaced`, a record of an older version of the task whose key was re-run on the
+current version (what `tbt run` / `tbt eval` do with a changed task: trainer/rollout/runner.py);
+the old record is not used, and listed.
 
 Profile `full` refuses to aggregate while any of these is found and names each; profile `none`
 aggregates what there is and reports the same lists in agg.json's `coverage`.
@@ -55,6 +59,7 @@ class Coverage:
     stale: list[str] = field(default_factory=list)
     unnumbered: list[str] = field(default_factory=list)
     system_error_attempts: int = 0
+    replaced: list[str] = field(default_factory=list)  # records of an older task version, re-run since (not a fault)
 
     KINDS = ("missing", "unresolved", "duplicated", "unexpected", "stale", "unnumbered")
 
@@ -68,13 +73,16 @@ class Coverage:
 
     def summary(self) -> str:
         found = ", ".join(f"{len(getattr(self, k))} {k}" for k in self.KINDS if getattr(self, k)) or "nothing wrong"
+        replaced = (f" ({len(self.replaced)} record(s) of an older version of their task replaced by a re-run, "
+                    "not used)") if self.replaced else ""
         return (f"coverage ({self.profile}): {self.scored} of {self.expected} task × repetition keys scored "
-                f"(tasks from {self.source}, {self.repeat} repetitions); {found}")
+                f"(tasks from {self.source}, {self.repeat} repetitions); {found}{replaced}")
 
     def to_dict(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in ("profile", "source", "repeat", "first_repetition", "expected", "scored",
                                            "system_error_attempts")}
-        return {**d, "complete": self.complete, **{k: getattr(self, k) for k in self.KINDS}}
+        out = {**d, "complete": self.complete, **{k: getattr(self, k) for k in self.KINDS}}
+        return {**out, "replaced": self.replaced} if self.replaced else out
 
 
 def check(attempts: Sequence[Attempt], expected: Expected, profile: str = "full") -> tuple[Coverage, list[Attempt]]:
@@ -82,15 +90,16 @@ def check(attempts: Sequence[Attempt], expected: Expected, profile: str = "full"
     unexpected ones left out)."""
     if profile not in PROFILES:
         raise ValueError(f"coverage profile {profile!r}: expected one of {', '.join(PROFILES)}")
-    stale, unexpected, unnumbered, usable = [], [], [], []
+    unexpected, unnumbered, usable = [], [], []
+    old: list[tuple[Attempt, str]] = []
     known = set(expected.uids) if expected.uids is not None else None
     for a in attempts:
         fp = expected.fingerprints.get(a.uid)
         if known is not None and a.uid not in known:
             unexpected.append(f"{a.uid} #{a.repetition} ({a.where}): not in {expected.source}")
         elif fp and a.fingerprint and a.fingerprint != fp:
-            stale.append(f"{a.uid} #{a.repetition} ({a.where}): recorded for another version of the task "
-                         f"(fingerprint {a.fingerprint[:12]}, now {fp[:12]})")
+            old.append((a, f"{a.uid} #{a.repetition} ({a.where}): recorded for another version of the task "
+                           f"(fingerprint {a.fingerprint[:12]}, now {fp[:12]})"))
         else:
             usable.append(a)
     reps = [a.repetition for a in usable if a.repetition is not None]
@@ -110,6 +119,9 @@ def check(attempts: Sequence[Attempt], expected: Expected, profile: str = "full"
             unexpected.append(f"{a.uid} #{a.repetition} ({a.where}): repetition outside {first}..{first + repeat - 1}")
             continue
         (errors if a.system_error else scored)[a.key].append(a)  # type: ignore[index]
+    stale, replaced = [], []
+    for a, line in old:  # re-run on the current version since: replaced, not a fault
+        (replaced if a.repetition is not None and a.key in scored else stale).append(line)
     duplicated = []
     for key, recs in scored.items():
         kept.append(recs[0])
@@ -132,7 +144,7 @@ def check(attempts: Sequence[Attempt], expected: Expected, profile: str = "full"
                    expected=len(uids) * repeat, scored=sum(1 for k in scored if k[0] in wanted),
                    missing=missing, unresolved=unresolved, duplicated=duplicated, unexpected=unexpected,
                    stale=stale, unnumbered=unnumbered,
-                   system_error_attempts=sum(1 for a in usable if a.system_error))
+                   system_error_attempts=sum(1 for a in usable if a.system_error), replaced=replaced)
     return cov, kept
 
 

@@ -5,13 +5,17 @@ Told apart per line:
 - ours (`trainer/rollout/record.py`, `version` present): passed = the verdict's `passed`; a
   system error when `system_error` (or the verdict's) is set; usage per role from `usage.agent`,
   `usage.user`, `usage.judge` ({input_tokens, output_tokens[, cached_tokens]}), each role's model
-  from the record's `policy` / `user` / `judge` identity (`model`);
+  from the record's `policy` / `user` / `judge` identity (`model`); its run identity
+  (`Attempt.identity`, trainer/rollout/identity.py: None for a record written without one);
 - the ThinkingBox framework's `tb infer` JSONL (docs/tasks.md): `uid`, `test_result {result,
   reward, is_system_error}`, `metadata {scenario, repetition, error?}`, `usage [{input_tokens,
   cached, output_tokens, reasoning_tokens}]` (the agent's turns; reasoning is part of output):
   passed when `result` is true (or "pass", "passed", "success") or the reward is 1
   (`record.tb_result_passed`); a system error when `is_system_error` or `metadata.error` is set.
-  It names no model (--price-model).
+  It names no model (--price-model) and has no run identity.
+
+`identity_groups` sorts attempts by run identity: what data/ and eval/ check before computing a
+number from several records (records of different runs are never pooled silently).
 
 A line that is neither is an `AttemptError` naming file, line and field (`read_attempts`), or,
 with `skip_bad`, an error in `ReadResult.problems` while the rest is still read (probes). A last
@@ -29,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from trainer.rollout.identity import Identity, of_record
 from trainer.rollout.record import tb_result_passed
 
 
@@ -95,6 +100,7 @@ class Attempt:
     models: dict[str, str | None] = field(default_factory=dict)  # role -> model name from the identity
     identities: dict[str, Any] = field(default_factory=dict)  # policy/user/judge (ours only)
     format: str = "ours"  # or "tb"
+    identity: Identity | None = None  # the run identity (ours, when the record carries one)
 
     @property
     def key(self) -> tuple[str, int | None]:
@@ -171,6 +177,43 @@ def tally(attempts: Iterable[Attempt]) -> dict[str, Tally]:
     return {uid: Tally(n, c, e) for uid, (n, c, e) in counts.items()}
 
 
+@dataclass
+class IdentityGroup:
+    """The attempts of one run identity (`identity` None: records that carry none)."""
+
+    id: str  # Identity.id, or "unknown"
+    identity: Identity | None
+    attempts: list[Attempt] = field(default_factory=list)
+
+    def describe(self) -> str:
+        files = ", ".join(dict.fromkeys(a.where.rpartition(":")[0] for a in self.attempts))
+        what = self.identity.describe() if self.identity is not None else (
+            "no run identity (tb infer records, or records of an older tbt)")
+        return f"{self.id}: {len(self.attempts)} record(s) in {files}: {what}"
+
+
+def identity_groups(attempts: Iterable[Attempt]) -> list[IdentityGroup]:
+    """The attempts by run identity, in first-seen order (one group: they belong together)."""
+    out: dict[str, IdentityGroup] = {}
+    for a in attempts:
+        key = a.identity.id if a.identity is not None else "unknown"
+        out.setdefault(key, IdentityGroup(key, a.identity)).attempts.append(a)
+    return list(out.values())
+
+
+def mixed_message(groups: list[IdentityGroup], what: str) -> str:
+    """Why records of several identities are refused, each group named (with its id)."""
+    lines = [f"{what}: the records come from {len(groups)} different runs; a number is computed only from records "
+             "of one run (same policy and parameters, sampling, user, judge, budgets, seed):"]
+    lines += [f"  {g.describe()}" for g in groups]
+    if len(groups) >= 2 and groups[0].identity is not None and groups[1].identity is not None:
+        from trainer.rollout.identity import differences
+
+        lines.append("  differs: " + "; ".join(differences(groups[0].identity, groups[1].identity,
+                                                           (groups[0].id, groups[1].id))))
+    return "\n".join(lines)
+
+
 def _rep(v: Any, where: str, name: str, required: bool) -> int | None:
     if v is None and not required:
         return None
@@ -208,7 +251,7 @@ def _ours(d: dict[str, Any], uid: str, where: str) -> Attempt:
                    passed=not sys_err and bool(verdict.get("passed")), system_error=str(sys_err) if sys_err else None,
                    where=where, scenario=d.get("scenario") or None, fingerprint=d.get("fingerprint") or None,
                    usage={r: _tokens(usage.get(r), where, f"usage.{r}") for r in ("agent", "user", "judge")},
-                   models=models, identities=ids, format="ours")
+                   models=models, identities=ids, format="ours", identity=of_record(d))
 
 
 def _tb(d: dict[str, Any], uid: str, where: str) -> Attempt:
@@ -238,4 +281,5 @@ def _tb(d: dict[str, Any], uid: str, where: str) -> Attempt:
                    usage={"agent": agent}, models={"agent": None}, format="tb")
 
 
-__all__ = ["Attempt", "AttemptError", "ReadResult", "Tally", "Usage", "parse_attempt", "read_attempts", "tally"]
+__all__ = ["Attempt", "AttemptError", "IdentityGroup", "ReadResult", "Tally", "Usage", "identity_groups",
+           "mixed_message", "parse_attempt", "read_attempts", "tally"]

@@ -17,6 +17,9 @@ Version 1 fields (`EpisodeRecord`; every field is written, absent values are nul
                   timeouts, isolation)
     policy, user, judge
                   identities: {"kind", "model"?, "url"?, ...}, never a key or a header
+    run           the run identity (trainer/rollout/identity.py): {policy, user, judge (the specs,
+                  secrets removed), seed (the run seed), dataset {name, test_list, tasks,
+                  fingerprint}}; {} in records written before it existed (no identity)
     messages      the episode as OpenAI-style chat dicts: system, user (the query first), assistant
                   (`content`, `reasoning_content`, `tool_calls` with typed `arguments` and an `id`;
                   a call tb_interpret rejected carries `"problem"`), tool (`tool_call_id`, `name`,
@@ -76,6 +79,7 @@ class EpisodeRecord:
     policy: dict[str, Any] = field(default_factory=dict)
     user: dict[str, Any] = field(default_factory=dict)
     judge: dict[str, Any] = field(default_factory=dict)
+    run: dict[str, Any] = field(default_factory=dict)
     messages: list[dict[str, Any]] = field(default_factory=list)
     tokens: dict[str, Any] | None = None
     tool_calls: list[dict[str, Any]] = field(default_factory=list)

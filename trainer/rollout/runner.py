@@ -15,6 +15,14 @@ every system-error attempt goes to `errors_output` and is re-run, up to
 `retries` more times in this run (at once, with a fresh sandbox: `play_with_retries`), then
 reported as unresolved (exit status 1 in the CLI).
 
+Identity: every record carries its run's identity (`run`: the policy, user and judge specs, the
+run seed, the dataset; trainer/rollout/identity.py). A run into a file holding records of another
+identity (a different policy or parameter, sampling, user, judge, budget or seed), or of
+none (an older tbt), is refused before any episode (`IdentityError`, naming the fields that
+differ). A recorded key whose task has changed since (its `fingerprint` is not the task's now) is
+not reused: it is re-run and listed in `RunResult.changed` (the old record stays in the file;
+coverage counts it as replaced, trainer/eval/coverage.py).
+
 Resume: a rerun reads `output` first and skips every (uid, repetition) already recorded; a torn
 last line (a crash mid-write) is cut off and that episode re-run. So Ctrl-C or a crash loses at
 most the episodes in flight; deleting lines and rerunning restores exactly those; a rerun retries
@@ -47,6 +55,7 @@ from typing import Any, Awaitable, Callable, Sequence
 from trainer.env.errors import DatasetError
 from trainer.env.taskformat.tasks import Task
 from trainer.rollout.episode import EpisodeSetup, run_episode
+from trainer.rollout.identity import Identity, check_file, dataset_block, of_setup, run_block, stamp
 from trainer.rollout.policy import stable_seed
 from trainer.rollout.preflight import check_endpoints, refuse_judged
 from trainer.rollout.record import EpisodeRecord, RecordWriter, read_records
@@ -112,6 +121,7 @@ class RunResult:
     load_errors: list[str] = field(default_factory=list)  # dataset entries that did not load
     planned: int = 0  # tasks x repeats
     already: int = 0  # recorded before this run
+    changed: list[str] = field(default_factory=list)  # "uid #rep" recorded for an older version of the task: re-run
     written: int = 0  # scored records written now
     passed: int = 0  # of those written now
     attempts_failed: int = 0  # system-error attempts written to the errors file
@@ -175,13 +185,28 @@ class _Progress:
 
 async def run_episodes(tasks: Sequence[Task], repeat: int, execute: Execute, *, output: str | Path,
                        errors_output: str | Path | None = None, concurrency: int = 8, retries: int = 2,
-                       seed: int = 0, progress: bool = False) -> RunResult:
-    """Play every (task, repetition) not yet in `output` (module docstring); returns the tally."""
+                       seed: int = 0, progress: bool = False, identity: Identity | None = None) -> RunResult:
+    """Play every (task, repetition) not yet in `output` (module docstring); returns the tally.
+    With `identity`, every record written carries its run block, and files holding records of
+    another identity (or of none) are refused before any episode (`IdentityError`)."""
     if repeat < 1 or concurrency < 1 or retries < 0:
         raise ValueError("repeat and concurrency must be at least 1, retries at least 0")
     errors_output = Path(errors_output) if errors_output else default_errors_path(output)
-    done = {r.key for r in read_records(output, repair=True)}
-    tried = Counter(r.key for r in read_records(errors_output, repair=True))
+    recorded = read_records(output, repair=True)
+    failed_before = read_records(errors_output, repair=True)
+    if identity is not None:
+        check_file(output, recorded, identity)
+        check_file(errors_output, failed_before, identity)
+    current = {t.uid: t.fingerprint() for t in tasks}
+    done: set[tuple[str, int]] = set()
+    outdated: set[tuple[str, int]] = set()
+    for r in recorded:
+        if r.fingerprint and r.uid in current and r.fingerprint != current[r.uid]:
+            outdated.add(r.key)
+        else:
+            done.add(r.key)
+    tried = Counter(r.key for r in failed_before if not (r.fingerprint and r.uid in current
+                                                          and r.fingerprint != current[r.uid]))
     result = RunResult(planned=len(tasks) * repeat)
     todo: asyncio.Queue[tuple[Task, int, int]] = asyncio.Queue()
     for task in tasks:
@@ -189,6 +214,8 @@ async def run_episodes(tasks: Sequence[Task], repeat: int, execute: Execute, *, 
             if (task.uid, rep) in done:
                 result.already += 1
             else:
+                if (task.uid, rep) in outdated:
+                    result.changed.append(f"{task.uid} #{rep}")
                 todo.put_nowait((task, rep, tried[(task.uid, rep)]))
     left = todo.qsize()
     bar = _Progress(progress, result.planned, result.already)
@@ -212,6 +239,8 @@ async def run_episodes(tasks: Sequence[Task], repeat: int, execute: Execute, *, 
                     return _crashed(task, rep, s, attempt, e)
 
             def failed(rec: EpisodeRecord) -> None:
+                if identity is not None:
+                    stamp(rec, identity)
                 errors.write(rec)
                 result.attempts_failed += 1
                 bar.update(result, 0)
@@ -219,6 +248,8 @@ async def run_episodes(tasks: Sequence[Task], repeat: int, execute: Execute, *, 
             rec = await play_with_retries(play, retries=retries, first_attempt=first, on_system_error=failed)
             left -= 1
             if rec.system_error is None:
+                if identity is not None:
+                    stamp(rec, identity)
                 try:
                     writer.write(rec)
                 except (TypeError, ValueError, RecursionError) as e:  # JSON cannot hold it: this episode's
@@ -307,6 +338,20 @@ class NothingToRun(ValueError):
     """A run whose dataset (or test list, or `only`) leaves no task to play."""
 
 
+def run_identity(spec: RunSpec, setup: EpisodeSetup, tasks: Sequence[Task], *, seed: int) -> Identity:
+    """The identity of a run's records (trainer/rollout/identity.py) over the dataset's `tasks`
+    (as loaded, the test list applied), the defaults of its user and judge resolved as
+    `build_setup` resolves them."""
+    user = spec.user if spec.user is not None else ("scripted" if setup.policy.synthetic else "none")
+    judge = spec.judge
+    if judge is None:
+        kind = setup.judge_identity.get("kind")
+        judge = "$TBT_JUDGE_URL" if kind == "openai" else str(kind)
+    block = run_block(policy=spec.policy, user=user, judge=judge, seed=seed,
+                      dataset=dataset_block(tasks, spec.dataset, spec.test_list))
+    return of_setup(setup, block)
+
+
 async def _preflight(setup: EpisodeSetup, tasks: list[Task], plan: RunPlan,
                      notify: Callable[[str], None] | None) -> list[Task]:
     """The tasks to play, once nothing found before the first episode stops the run (trainer/rollout/
@@ -327,7 +372,8 @@ def run(spec: RunSpec, plan: RunPlan, *, notify: Callable[[str], None] | None = 
     `plan.skip_invalid` the rest runs and `notify` gets a line per error), `TaskFormatError`,
     `NothingToRun`, `SpecError` (a policy, user or judge spec), `KeyError` (an agent name),
     `PreflightError` (tasks that ask a judge in a run without one; an endpoint that cannot serve:
-    each named), `RecordFileError` (an output that is not a records file)."""
+    each named), `RecordFileError` (an output that is not a records file), `IdentityError` (an output or
+    errors file holding records of another run identity, or of none)."""
     ds = load_run_dataset(spec)
     if ds.errors and not plan.skip_invalid:
         raise DatasetError(list(ds.errors))
@@ -341,6 +387,7 @@ def run(spec: RunSpec, plan: RunPlan, *, notify: Callable[[str], None] | None = 
                            + (f" ({len(ds.errors)} entr{'y' if len(ds.errors) == 1 else 'ies'} did not load)"
                               if ds.errors else ""))
     setup = build_setup(spec, ds)
+    identity = run_identity(spec, setup, [t for t in ds.tasks.values() if not t.skip], seed=plan.seed)
     ray_exec = None
     try:
         if plan.use_ray or os.environ.get("RAY_ADDRESS"):
@@ -352,7 +399,8 @@ def run(spec: RunSpec, plan: RunPlan, *, notify: Callable[[str], None] | None = 
                 return await run_episodes(await _preflight(setup, tasks, plan, notify), plan.repeat, execute,
                                           output=plan.output,
                                           errors_output=plan.errors_output, concurrency=plan.concurrency,
-                                          retries=plan.retries, seed=plan.seed, progress=plan.progress)
+                                          retries=plan.retries, seed=plan.seed, progress=plan.progress,
+                                          identity=identity)
             finally:
                 await close_setup(setup)
 
@@ -365,4 +413,4 @@ def run(spec: RunSpec, plan: RunPlan, *, notify: Callable[[str], None] | None = 
 
 
 __all__ = ["EpisodeWorker", "Execute", "RayExecute", "RunPlan", "RunResult", "default_errors_path", "episode_seed",
-           "local_execute", "NothingToRun", "play_with_retries", "run", "run_episodes", "step_seed"]
+           "local_execute", "NothingToRun", "play_with_retries", "run", "run_episodes", "run_identity", "step_seed"]

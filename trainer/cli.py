@@ -29,6 +29,7 @@ from trainer.domains_cli import serve_domain_command
 from trainer.env.errors import DatasetError, TaskFormatError
 from trainer.env.taskformat.tasks import Dataset, load_dataset
 from trainer.eval_cli import aggregate_command, compare_command, eval_command
+from trainer.export_cli import export_command
 from trainer.parity_cli import parity_command
 from trainer.probe_cli import probe_command, quickstart_command
 from trainer.report_cli import report_command
@@ -55,6 +56,7 @@ EXAMPLES = {
     "eval": "tbt eval data/samples --test-list data/samples/lists/toy.yaml --policy synthetic -n 4 -o run.jsonl --aggregate-output agg.json",
     "aggregate": "tbt aggregate run.jsonl --test-list data/samples/lists/toy.yaml --output agg.json",
     "compare": "tbt compare base.agg.json cand.agg.json",
+    "export": "tbt export run.jsonl --format tb-infer -o run.tb.jsonl",
     "warm-start": "tbt warm-start data/samples --test-list data/samples/lists/toy.yaml -o warm --epochs 2",
     "checkpoint verify": "tbt checkpoint verify tests/fixtures/checkpoints/tiny",
     "checkpoint merge": "tbt checkpoint merge tests/fixtures/checkpoints/tiny --step 2 --target merged-step2",
@@ -84,6 +86,7 @@ app.command("report")(report_command)
 app.command("eval")(eval_command)
 app.command("aggregate")(aggregate_command)
 app.command("compare")(compare_command)
+app.command("export")(export_command)
 app.command("warm-start")(warm_start_command)
 app.add_typer(checkpoint_app, name="checkpoint")
 

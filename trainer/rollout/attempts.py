@@ -7,12 +7,15 @@ Told apart per line:
   `usage.user`, `usage.judge` ({input_tokens, output_tokens[, cached_tokens]}), each role's model
   from the record's `policy` / `user` / `judge` identity (`model`); its run identity
   (`Attempt.identity`, trainer/rollout/identity.py: None for a record written without one);
-- the ThinkingBox framework's `tb infer` JSONL (docs/tasks.md): `uid`, `test_result {result,
-  reward, is_system_error}`, `metadata {scenario, repetition, error?}`, `usage [{input_tokens,
-  cached, output_tokens, reasoning_tokens}]` (the agent's turns; reasoning is part of output):
-  passed when `result` is true (or "pass", "passed", "success") or the reward is 1
-  (`record.tb_result_passed`); a system error when `is_system_error` or `metadata.error` is set.
-  It names no model (--price-model) and has no run identity.
+- the ThinkingBox framework's `tb infer` JSONL, its `DecodeResult` rows (docs/tasks.md): `uid`,
+  `test_result {result, reward, is_system_error}` (null when the episode itself failed),
+  `is_system_error`, `metadata {scenario, repetition, fingerprint?, error?}`, `usage
+  [{input_tokens, input_tokens_details {cached_tokens}, output_tokens, output_tokens_details
+  {reasoning_tokens}}]` (the agent's model calls; reasoning is part of output; an older flat
+  `cached` is read too): passed when `result` is true (or "pass", "passed", "success") or the
+  reward is 1 (`record.tb_result_passed`); a system error when `is_system_error` (the row's or
+  the test result's) or `metadata.error` is set. It names no model (--price-model) and has no
+  run identity; `metadata.fingerprint` is only in rows `tbt export` wrote.
 
 `identity_groups` sorts attempts by run identity: what data/ and eval/ check before computing a
 number from several records (records of different runs are never pooled silently).
@@ -230,6 +233,9 @@ def _tokens(u: Any, where: str, name: str, cached_key: str = "cached_tokens") ->
     vals = {}
     for src, dst in (("input_tokens", "input_tokens"), (cached_key, "cached_tokens"), ("output_tokens", "output_tokens")):
         v = u.get(src) or 0
+        if src == "cached" and not v and isinstance(u.get("input_tokens_details"), Mapping):
+            src = "input_tokens_details.cached_tokens"  # the framework's Usage (the flat `cached`: older rows)
+            v = u["input_tokens_details"].get("cached_tokens") or 0
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
             raise AttemptError(where, f"{name}.{src}: expected a token count, got {v!r}")
         vals[dst] = v
@@ -256,21 +262,28 @@ def _ours(d: dict[str, Any], uid: str, where: str) -> Attempt:
 
 def _tb(d: dict[str, Any], uid: str, where: str) -> Attempt:
     tr = d["test_result"]
-    if not isinstance(tr, Mapping):
-        raise AttemptError(where, "test_result: expected {result, reward, is_system_error}")
     meta = d.get("metadata") or {}
     if not isinstance(meta, Mapping):
         raise AttemptError(where, "metadata: expected an object")
+    if tr is None and (d.get("is_system_error") or meta.get("error")):
+        tr = {}  # the episode failed before its test ran: tb infer writes no test result
+    if not isinstance(tr, Mapping):
+        raise AttemptError(where, "test_result: expected {result, reward, is_system_error}")
     rep = _rep(meta.get("repetition", d.get("repetition")), where, "metadata.repetition", False)
-    sys_err = tr.get("is_system_error") or meta.get("error")
+    sys_err = d.get("is_system_error") or tr.get("is_system_error") or meta.get("error")
     cause = None
     if sys_err:
-        cause = f"tb: {meta.get('error') or tr.get('result') or 'is_system_error'}"
+        error = meta.get("error")
+        if isinstance(error, Mapping):  # the framework's ErrorInfo {type, message, tb}: the message, no traceback
+            error = error.get("message") or error.get("type")
+        if not error and tr.get("is_system_error") and isinstance(tr.get("tb"), str) and tr["tb"].strip():
+            error = tr["tb"].strip().splitlines()[-1]  # a test that raised: its traceback's last line names it
+        cause = f"tb: {error or tr.get('result') or 'is_system_error'}"
     turns = d.get("usage") or []
     if isinstance(turns, Mapping):
         turns = [turns]
     if not isinstance(turns, list):
-        raise AttemptError(where, "usage: expected a list of {input_tokens, cached, output_tokens}")
+        raise AttemptError(where, "usage: expected a list of {input_tokens, input_tokens_details, output_tokens}")
     agent = Usage(records=1)
     for i, u in enumerate(turns):
         t = _tokens(u, where, f"usage[{i}]", cached_key="cached")
@@ -278,7 +291,8 @@ def _tb(d: dict[str, Any], uid: str, where: str) -> Attempt:
         agent.add(t)
     return Attempt(uid=uid, repetition=rep, passed=not sys_err and tb_result_passed(tr.get("result"), tr.get("reward")),
                    system_error=cause, where=where, scenario=meta.get("scenario") or None,
-                   usage={"agent": agent}, models={"agent": None}, format="tb")
+                   fingerprint=meta.get("fingerprint") or None, usage={"agent": agent}, models={"agent": None},
+                   format="tb")
 
 
 __all__ = ["Attempt", "AttemptError", "IdentityGroup", "ReadResult", "Tally", "Usage", "identity_groups",

@@ -33,8 +33,10 @@ from trainer.export_cli import export_command
 from trainer.parity_cli import parity_command
 from trainer.probe_cli import probe_command, quickstart_command
 from trainer.report_cli import report_command
+from trainer.reverify_cli import reverify_command
 from trainer.run_cli import run_command, show_command
 from trainer.serve_cli import serve_proxy_command
+from trainer.view_cli import view_command
 from trainer.warmstart_cli import warm_start_command
 
 if TYPE_CHECKING:  # the sandbox imports the MCP SDK (~1 s): only the commands that run one import it
@@ -56,6 +58,8 @@ EXAMPLES = {
     "eval": "tbt eval data/samples --test-list data/samples/lists/toy.yaml --policy synthetic -n 4 -o run.jsonl --aggregate-output agg.json",
     "aggregate": "tbt aggregate run.jsonl --test-list data/samples/lists/toy.yaml --output agg.json",
     "compare": "tbt compare base.agg.json cand.agg.json",
+    "reverify": "tbt reverify run.jsonl --dataset data/samples",
+    "view": "tbt view run.jsonl -o page.html",
     "export": "tbt export run.jsonl --format tb-infer -o run.tb.jsonl",
     "warm-start": "tbt warm-start data/samples --test-list data/samples/lists/toy.yaml -o warm --epochs 2",
     "checkpoint verify": "tbt checkpoint verify tests/fixtures/checkpoints/tiny",
@@ -86,6 +90,8 @@ app.command("report")(report_command)
 app.command("eval")(eval_command)
 app.command("aggregate")(aggregate_command)
 app.command("compare")(compare_command)
+app.command("reverify")(reverify_command)
+app.command("view")(view_command)
 app.command("export")(export_command)
 app.command("warm-start")(warm_start_command)
 app.add_typer(checkpoint_app, name="checkpoint")

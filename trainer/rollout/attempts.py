@@ -27,6 +27,9 @@ line without its newline that is not JSON (a write cut by a crash) is skipped an
 
 A task's `Tally` is (n, c, system_errors): n scored attempts, c of them passed, and the attempts
 with a system error (never scored: neither failures nor in n). `tally` counts attempts into them.
+
+With `keep_records`, each attempt also holds its line's JSON object (`Attempt.record`): the whole
+episode, for the commands that look inside it (`tbt reverify`, `tbt view`).
 """
 
 from __future__ import annotations
@@ -104,6 +107,7 @@ class Attempt:
     identities: dict[str, Any] = field(default_factory=dict)  # policy/user/judge (ours only)
     format: str = "ours"  # or "tb"
     identity: Identity | None = None  # the run identity (ours, when the record carries one)
+    record: dict[str, Any] | None = None  # the line's JSON object (read_attempts(keep_records=True))
 
     @property
     def key(self) -> tuple[str, int | None]:
@@ -118,10 +122,11 @@ class ReadResult:
     lines: int = 0  # non-blank lines seen (torn and unreadable ones included)
 
 
-def read_attempts(paths: Iterable[str | Path], *, skip_bad: bool = False) -> ReadResult:
+def read_attempts(paths: Iterable[str | Path], *, skip_bad: bool = False, keep_records: bool = False) -> ReadResult:
     """Every attempt of these JSONL files, in order. A line that is not a record is an
     `AttemptError` (file:line: field), or with `skip_bad` reported in `problems` and skipped; a
-    file that cannot be read is always an `AttemptError` naming it."""
+    file that cannot be read is always an `AttemptError` naming it. `keep_records`: each attempt
+    keeps its line's object (`Attempt.record`)."""
     out = ReadResult()
     for path in paths:
         path = Path(path)
@@ -143,7 +148,10 @@ def read_attempts(paths: Iterable[str | Path], *, skip_bad: bool = False) -> Rea
                         out.torn.append(where)
                         continue
                     raise AttemptError(where, f"not JSON ({e})") from None
-                out.attempts.append(parse_attempt(d, where))
+                a = parse_attempt(d, where)
+                if keep_records:
+                    a.record = d
+                out.attempts.append(a)
             except AttemptError as e:
                 if not skip_bad:
                     raise

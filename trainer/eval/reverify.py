@@ -359,7 +359,7 @@ def reverify(attempts: Sequence[Attempt], dataset: Dataset, registry: ServerRegi
 
 
 def _short(x: Any, n: int = 160) -> str:
-    s = x if isinstance(x, str) else json.dumps(x, ensure_ascii=False, default=str)
+    s = x if isinstance(x, str) and x else json.dumps(x, ensure_ascii=False, default=str)  # "" shows as ""
     return s if len(s) <= n else s[:n - 1] + "…"
 
 

@@ -176,9 +176,20 @@ class FakeTQ:
             self.store.get(partition_id, {}).pop(k, None)
 
 
+def trajectory(reward: float) -> dict:
+    """A trajectory's fields as verl's AgentLoopWorkerTQ stores them: `AgentLoopOutput.as_dict()`
+    (the reward becomes `rm_scores`, a per-token tensor)."""
+    from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, AgentLoopOutput
+
+    out = AgentLoopOutput(prompt_ids=[1, 2], response_ids=[3, 4, 5], response_mask=[1, 0, 1], reward_score=float(reward),
+                          num_turns=2, metrics=AgentLoopMetrics(),
+                          extra_fields={"reward_extra_info": {"score": float(reward)}})
+    return {k: v for k, v in out.as_dict().items() if k in ("rm_scores", "extra_fields")}
+
+
 class FakeRollout:
     """The agent-loop workers' side of one prompt (verl's AgentLoopWorkerTQ._run_prompt): 8 sessions,
-    each trajectory `{uid}_{session}_0` with the row's fields and its reward_score, then the prompt's
+    each trajectory `{uid}_{session}_0` with the row's fields and its rm_scores, then the prompt's
     status. Rewards come from `table[task](play)`; `fail` lists (task, play) whose 8 sessions raise."""
 
     def __init__(self, tq, table, fail=()):
@@ -203,8 +214,7 @@ class FakeRollout:
             rewards = self.table[task](play)
             self.tq.kv_batch_put([f"{uid}_{s}_0" for s in range(8)], "train",
                                  tags=[{"status": "success", "global_steps": step}] * 8,
-                                 fields=[{"extra_info": prompt["extra_info"], "reward_score": float(r),
-                                          "extra_fields": {"reward_extra_info": {"score": float(r)}}} for r in rewards])
+                                 fields=[{"extra_info": prompt["extra_info"], **trajectory(r)} for r in rewards])
             self.tq.kv_put(uid, "train", {"status": "finished"})
 
 

@@ -16,7 +16,7 @@ So:
   `_build_replay_buffer` does (algorithm.filter_groups, data.train_batch_size,
   trainer.v1.sampler.sync_refill_failed_groups), so DAPO and the failed-group drop of patch 0001
   work unchanged. Every finished train group is appended once, before any eviction, to
-  `<dir>/groups.jsonl` as {step, group, task (extra_info.uid), rewards (reward_score per member)};
+  `<dir>/groups.jsonl` as {step, group, task (extra_info.uid), rewards (each member's reward: its `rm_scores`)};
   a failed group as {failed: true} (no evidence: a system error says nothing of the policy);
   the end of every `sample()` as {end_step}. One change to DAPO: a uniform group is refilled by
   one prompt, not two (stock sync DAPO oversamples 2x because random refills are often uniform
@@ -159,6 +159,20 @@ def _plain(v: Any) -> Any:
     return v.item() if hasattr(v, "item") else v
 
 
+def _rows(v: Any) -> list[Any]:
+    """A TransferQueue field as one value per key (a stacked or jagged tensor: its rows)."""
+    return list(v.unbind(0)) if hasattr(v, "unbind") else list(v)
+
+
+def _reward(v: Any) -> float | None:
+    """A trajectory's reward from its `rm_scores` (verl's `AgentLoopOutput.as_dict()` turns the
+    agent loop's `reward_score` into a per-token tensor, zero but at the last response token)."""
+    v = getattr(v, "data", v)
+    if v is None:
+        return None
+    return float(v.sum()) if hasattr(v, "sum") else float(v)
+
+
 class OnlineDifficultyReplayBuffer(ReplayBuffer):
     def __init__(self, trainer_mode: str, trainer_config: Any, max_off_policy_threshold: int,
                  max_off_policy_strategy: str, sampler_kwargs: Any, poll_interval: float = 2.0, refill_fn=None):
@@ -201,14 +215,14 @@ class OnlineDifficultyReplayBuffer(ReplayBuffer):
         members: dict[str, dict[str, tuple[int, float | None]]] = {}
         tasks: dict[str, str] = {}
         if keys:
-            data = tq.kv_batch_get(keys=keys, partition_id=partition_id, select_fields=["extra_info", "reward_score"])
-            for key, info, reward in zip(keys, list(data["extra_info"]), list(data["reward_score"]), strict=True):
+            data = tq.kv_batch_get(keys=keys, partition_id=partition_id, select_fields=["extra_info", "rm_scores"])
+            for key, info, reward in zip(keys, list(data["extra_info"]), _rows(data["rm_scores"]), strict=True):
                 uid, session, index = key.split("_")
                 info = _plain(info) or {}
                 tasks[uid] = str(info.get("uid")) if isinstance(info, dict) and info.get("uid") else tasks.get(uid, "")
-                r = _plain(reward)
+                r = _reward(reward)
                 if uid in self.finished_keys[partition_id] and r is None:
-                    raise DifficultyError(f"group {uid} (task {tasks[uid]}): trajectory {key} has no reward_score; "
+                    raise DifficultyError(f"group {uid} (task {tasks[uid]}): trajectory {key} has no rm_scores; "
                                           "the agent loop must set it (trainer/verl/agent_loop.py does)")
                 prev = members.setdefault(uid, {}).get(session)
                 if prev is None or int(index) > prev[0]:

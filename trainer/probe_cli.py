@@ -15,12 +15,13 @@ from typing import Annotated, Optional
 import typer
 
 from trainer.run_cli import (
-    POLICY_HELP, ConcurrencyOpt, JudgeOpt, ProgressOpt, PythonOpt, SamplingOpt, SkipInvalidOpt, SpecOptions, UserOpt,
-    err, out,
+    POLICY_HELP, ConcurrencyOpt, ConfigOpt, JudgeOpt, ProgressOpt, PythonOpt, SamplingOpt, SkipInvalidOpt, SpecOptions,
+    UserOpt, err, out,
     play, report
 )
 
 ROOT = Path(__file__).resolve().parents[1]
+QUICKSTART_POLICY = "synthetic:dist=bimodal"
 
 
 def screen_path(output: Path) -> Path:
@@ -29,8 +30,10 @@ def screen_path(output: Path) -> Path:
 
 def probe_command(
     dataset: Annotated[Path, typer.Argument(exists=True, file_okay=False, help="ThinkingBox dataset directory.")],
-    policy: Annotated[str, typer.Option("--policy", help="The base policy to probe. " + POLICY_HELP)],
     output: Annotated[Path, typer.Option("--output", "-o", dir_okay=False, help="Probe records (JSONL); resumes.")],
+    policy: Annotated[Optional[str], typer.Option("--policy", help=(
+        "The base policy to probe (or the agent model of --config). " + POLICY_HELP))] = None,
+    config: ConfigOpt = None,
     n: Annotated[int, typer.Option("--n", min=1, help="Probes per task.")] = 8,
     test_list: Annotated[Optional[Path], typer.Option("--test-list", exists=True, dir_okay=False,
                                                       help="Only the tasks of this list.")] = None,
@@ -65,7 +68,7 @@ def probe_command(
 
     def spec_of(p: str):
         return SpecOptions(dataset, p, test_list, user=user, judge=judge, servers=servers, python=python,
-                           family=family, sampling=sampling).to_spec()
+                           family=family, sampling=sampling, config=config).to_spec()
 
     only = None
     if screen_policy is not None:
@@ -99,7 +102,10 @@ def _screened(records: Path, verdict_path: Path) -> set[str]:
 
 
 def quickstart_command(
-    policy: Annotated[str, typer.Option("--policy", help="The base policy (default: synthetic, no GPU). " + POLICY_HELP)] = "synthetic:dist=bimodal",
+    policy: Annotated[Optional[str], typer.Option("--policy", help=(
+        "The base policy (default: the agent model of --config, else synthetic:dist=bimodal: no GPU). "
+        + POLICY_HELP))] = None,
+    config: ConfigOpt = None,
     n: Annotated[int, typer.Option("--n", min=1, help="Probes per task.")] = 8,
     out_dir: Annotated[Path, typer.Option("--out-dir", file_okay=False, help="Where probes and prepared data go.")] = Path("quickstart"),
     dataset: Annotated[Path, typer.Option("--dataset", exists=True, file_okay=False, help="Tasks to probe.")] = ROOT / "data" / "samples",
@@ -120,7 +126,9 @@ def quickstart_command(
     from trainer.data.prepare import PrepareConfig, PrepareError, prepare
     from trainer.data.view import histogram, outcome_line
 
-    if policy.startswith("synthetic"):
+    if policy is None and config is None:
+        policy = QUICKSTART_POLICY
+    if policy is not None and policy.startswith("synthetic"):
         out.print(f"quickstart: probing with the SYNTHETIC policy ({policy}): it follows each task's golden actions "
                   "or deviates at a per-task rate, writing Qwen-format turns through the real interpreter. Its "
                   "bands show the pipeline, not a model; pass --policy openai:URL#MODEL to probe a real one.",
@@ -128,7 +136,7 @@ def quickstart_command(
     from trainer.rollout.runner import RunPlan
 
     probes = out_dir / "probes.jsonl"
-    result = play(SpecOptions(dataset, policy).to_spec(), RunPlan(output=probes, repeat=n, progress=progress))
+    result = play(SpecOptions(dataset, policy, config=config).to_spec(), RunPlan(output=probes, repeat=n, progress=progress))
     report(result, n, probes)
     bands = Bands()
     try:

@@ -238,26 +238,41 @@ def compare_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the figures as one JSON object.")] = False,
     seed: Annotated[int, typer.Option("--seed", help="Paired bootstrap seed.")] = 0,
     bootstrap: Annotated[int, typer.Option("--bootstrap", min=100, help="Paired bootstrap resamples.")] = 2000,
+    common_tasks: Annotated[bool, typer.Option("--common-tasks", help=(
+        "Runs over different task sets are refused; compare them on the tasks both hold (said in the output)."))] = False,
+    at_k: Annotated[Optional[int], typer.Option("--at-k", min=1, help=(
+        "Runs of a different k (attempts per task) are refused; compare both at this k (at most the smaller run's; "
+        "the larger run's pass@k and k/k then estimated from its attempts, said in the output)."))] = None,
 ) -> None:
     """Base → candidate: the seed's Table 1 (observed k/k, pass@1, pass@k) with a paired
     bootstrap of the pass@1 change over tasks, Table 2 (pass@1 by domain), the per-domain
     changes, and Table 3 (cost per dependable task) when both carry costs.
 
+    Only like with like: runs of a different k or over different tasks are refused (exit 2)
+    unless --at-k / --common-tasks say how to compare them. Runs are named by their labels
+    (default: the policy spec), with the file name when both are the same.
+
     \b
     Examples:
-      tbt compare base.agg.json cand.agg.json
-      tbt compare base.agg.json cand.agg.json --json
+      tbt compare tests/fixtures/eval/base.agg.json tests/fixtures/eval/candidate.agg.json
+      tbt compare tests/fixtures/eval/base.agg.json tests/fixtures/eval/candidate.agg.json --json
     """
     import json
 
     from trainer.eval.aggregate import read_agg
-    from trainer.eval.compare import compare, render
+    from trainer.eval.compare import CompareError, compare, render
 
     try:
         a, b = read_agg(base), read_agg(candidate)
     except ValueError as e:
         fail(f"error: {e}")
-    cmp = compare(a, b, resamples=bootstrap, seed=seed)
+    names = (a.label or "base", b.label or "candidate")
+    if names[0] == names[1]:
+        names = (f"{names[0]} ({base.name})", f"{names[1]} ({candidate.name})")
+    try:
+        cmp = compare(a, b, resamples=bootstrap, seed=seed, common_tasks=common_tasks, at_k=at_k, names=names)
+    except CompareError as e:
+        fail(f"error: {e}")
     if as_json:
         print(json.dumps(cmp, ensure_ascii=False))
     else:

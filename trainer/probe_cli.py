@@ -136,7 +136,8 @@ def quickstart_command(
     from trainer.rollout.runner import RunPlan
 
     probes = out_dir / "probes.jsonl"
-    result = play(SpecOptions(dataset, policy, config=config).to_spec(), RunPlan(output=probes, repeat=n, progress=progress))
+    result = play(SpecOptions(dataset, policy, config=config).to_spec(), RunPlan(output=probes, repeat=n, progress=progress),
+                  identity_hint=f"tbt quickstart: pass another --out-dir, or remove {probes}")
     report(result, n, probes)
     bands = Bands()
     try:

@@ -31,6 +31,10 @@ def report_command(
     difficulty: Annotated[Optional[Path], typer.Option(
         "--difficulty", exists=True, dir_okay=False,
         help="An online-difficulty state (thinkingbox_difficulty/global_step_N.json): adds its per-task trace.")] = None,
+    common_tasks: Annotated[bool, typer.Option("--common-tasks", help=(
+        "A run over other tasks than the base is refused; compare it on the tasks both hold (said in the page)."))] = False,
+    at_k: Annotated[Optional[int], typer.Option("--at-k", min=1, help=(
+        "A run of another k than the base is refused; compare at this k (said in the page)."))] = None,
 ) -> None:
     """Tables and plots of one or more runs: the runs with their intervals; with two or more, each
     later run against the first (Table 1, costs, the per-domain heatmap of base, candidate and
@@ -51,7 +55,7 @@ def report_command(
 
     try:
         sections = [difficulty_section(difficulty)] if difficulty is not None else []
-        written = report(aggs, html_out, probes=probes, sections=sections)
+        written = report(aggs, html_out, probes=probes, sections=sections, common_tasks=common_tasks, at_k=at_k)
     except (ReportError, DifficultyError) as e:
         _fail(f"error: {e}")
     except OSError as e:

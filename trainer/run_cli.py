@@ -142,9 +142,10 @@ class SpecOptions:
                        sampling=sampling)
 
 
-def play(spec, plan):
+def play(spec, plan, *, identity_hint: str | None = None):
     """`runner.run(spec, plan)` with its input errors made exit 2 (a dataset's: every one listed,
-    nothing played) and Ctrl-C exit 130."""
+    nothing played) and Ctrl-C exit 130; `identity_hint` is added to a refused append (how to
+    proceed with this command's options)."""
     from trainer.env.errors import DatasetError, TaskFormatError
     from trainer.rollout.identity import IdentityError
     from trainer.rollout.policy import SpecError
@@ -157,7 +158,9 @@ def play(spec, plan):
         for x in e.errors:
             err.print(f"error  {x}", markup=False, highlight=False)
         fail(f"error: {len(e.errors)} dataset error(s): nothing was run (--skip-invalid runs the tasks that load)")
-    except (TaskFormatError, SpecError, RecordFileError, NothingToRun, KeyError, IdentityError) as e:
+    except IdentityError as e:
+        fail(f"error: {e}" + (f" ({identity_hint})" if identity_hint else ""))
+    except (TaskFormatError, SpecError, RecordFileError, NothingToRun, KeyError) as e:
         fail(f"error: {e}")
     except KeyboardInterrupt:
         err.print("interrupted: every finished episode is recorded; rerun the same command to resume")

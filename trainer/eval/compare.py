@@ -9,6 +9,19 @@
 - Table 3 (when both have costs): campaign cost, cost per successful attempt, tasks passing
   k/k, cost per dependable task; changes in % (of the unrounded figures) and "N× as many".
 
+Only like with like: runs of a different k (attempts per task) or over different task sets are
+refused (`CompareError`), since pass@k and observed k/k of k = 4 and k = 2 are different
+quantities and a task-set difference moves every figure. Told to, `compare` compares them on
+the tasks both hold (`common_tasks`) and/or at a common k (`at_k`, at most each run's k), and the
+output's `notes` say so (what was left out, what was estimated):
+- pass@1 is Σc/Σn over the compared tasks, every attempt of each run (unbiased at any k);
+- pass@K of a run with more than K attempts per task is the unbiased estimator
+  1 − C(n−c, K)/C(n, K), and its "K/K" the unbiased estimate of the share of tasks passing K
+  of K drawn attempts, pass^K = C(c, K)/C(n, K) (counts are then expected counts); a run with
+  exactly K attempts shows what it observed (the same estimators give exactly that);
+- Table 3 (cost) is over each run's own campaign, so it is left out (and said) when the tasks or k
+  compared are not the runs' own.
+
 `compare` returns the figures as data (`tbt compare --json`) from two `AggDoc`s
 (trainer/eval/aggfile.py); `render` the text.
 """
@@ -16,62 +29,147 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from trainer.eval import metrics
-from trainer.eval.aggfile import AggDoc, Block, Cost, Share, as_doc
+from trainer.eval.aggfile import AggDoc, Cost, TaskRow, as_doc
 
 MINUS = "\u2212"  # the seed writes −7 tasks, −7.6%
 
 
+class CompareError(ValueError):
+    """Runs that are not like with like (another k, other tasks) and no option saying how to compare."""
+
+
+def _k(doc: AggDoc) -> int:
+    return doc.overall.k
+
+
+def check_comparable(base: AggDoc, cand: AggDoc, *, names: tuple[str, str] = ("base", "candidate"),
+                     common_tasks: bool = False, at_k: int | None = None) -> tuple[list[str], int]:
+    """(the uids to compare, the k to compare at); `CompareError` when the runs differ in k or in
+    tasks and the options do not say how to compare them."""
+    kb, kc = _k(base), _k(cand)
+    only_b = [u for u in base.tasks if u not in cand.tasks]
+    only_c = [u for u in cand.tasks if u not in base.tasks]
+    if (only_b or only_c) and not common_tasks:
+        ex = ", ".join((only_b + only_c)[:3])
+        raise CompareError(f"{names[0]} and {names[1]} hold different tasks ({len(only_b)} only in {names[0]}, "
+                           f"{len(only_c)} only in {names[1]}; e.g. {ex}): every figure would compare different task "
+                           f"sets. --common-tasks compares them on the {len(base.tasks) - len(only_b)} tasks both hold "
+                           "(and says so)")
+    if at_k is None:
+        if kb != kc:
+            raise CompareError(f"{names[0]} has {kb} attempts per task, {names[1]} {kc}: pass@k and observed k/k "
+                               f"of different k are different quantities. --at-k {min(kb, kc)} compares both at "
+                               f"k = {min(kb, kc)} (the larger run's figures then estimated from its attempts; "
+                               "pass@1 is the same at any k)")
+        at_k = kb
+    if at_k < 1 or at_k > min(kb, kc):
+        raise CompareError(f"--at-k {at_k}: must be between 1 and the smaller run's k ({min(kb, kc)}; "
+                           f"{names[0]} has {kb}, {names[1]} {kc})")
+    return [u for u in base.tasks if u in cand.tasks], at_k
+
+
+def _figures(rows: Sequence[TaskRow], k: int) -> dict[str, Any]:
+    """pass@1, pass@k and k/k of these tasks' tallies at k: observed where every task has exactly
+    k attempts, else the unbiased estimators over the tasks with n >= k (module docstring)."""
+    tallies = [r.tally for r in rows if r.n > 0]
+    c, n = sum(t.c for t in tallies), sum(t.n for t in tallies)
+    observed = all(t.n == k for t in tallies)
+    if observed:
+        kk = metrics.observed_k_of_k(tallies) if tallies else {"tasks": 0, "over": 0, "share": None}
+        solved = metrics.solved_at_least_once(tallies)
+        all_k = {"count": kk["tasks"], "over": kk["over"], "share": kk["share"]}
+        at_k = {"count": solved["tasks"], "over": solved["over"], "share": solved["share"]}
+    else:
+        hat, used = metrics.pass_hat_k(tallies, k)
+        at, _ = metrics.pass_at_k(tallies, k)
+        all_k = {"count": None if hat is None else hat * used, "over": used, "share": hat}
+        at_k = {"count": None if at is None else at * used, "over": used, "share": at}
+    return {"tasks": len(tallies), "attempts": n, "passes": c, "pass_at_1": c / n if n else None,
+            "all_k": all_k, "pass_at_k": at_k, "estimated": not observed}
+
+
 def compare(base: AggDoc | Mapping[str, Any], cand: AggDoc | Mapping[str, Any], *, resamples: int = metrics.RESAMPLES,
-            seed: int = 0) -> dict[str, Any]:
+            seed: int = 0, common_tasks: bool = False, at_k: int | None = None,
+            names: tuple[str, str] | None = None) -> dict[str, Any]:
     """The figures (module docstring) as one JSON-ready dict. `base` and `cand` are `AggDoc`s, or
-    the dicts of agg.json files (read as `AggDoc`s: `AggFileError` on a fault)."""
+    the dicts of agg.json files (read as `AggDoc`s: `AggFileError` on a fault); `names` label the
+    runs (default: their labels). `CompareError` for runs of another k or other tasks unless
+    `common_tasks` / `at_k` say how to compare them."""
     base, cand = as_doc(base, "base"), as_doc(cand, "candidate")
-    bo, co = base.overall, cand.overall
-    kb, kc = bo.k, co.k
-    k = f"{kb}" if kb == kc else f"{kb}|{kc}"
-    common = [u for u in base.tasks if u in cand.tasks and base.tasks[u].n and cand.tasks[u].n]
+    nb, nc = names or (base.label or "base", cand.label or "candidate")
+    uids, k = check_comparable(base, cand, names=(nb, nc), common_tasks=common_tasks, at_k=at_k)
+    kb, kc = _k(base), _k(cand)
+    only_b = sorted(set(base.tasks) - set(cand.tasks))
+    only_c = sorted(set(cand.tasks) - set(base.tasks))
+    notes = []
+    if only_b or only_c:
+        notes.append(f"compared on the {len(uids)} tasks both runs hold (--common-tasks): left out {len(only_b)} task(s) "
+                     f"only in {nb} and {len(only_c)} only in {nc}")
+    for name, kr in ((nb, kb), (nc, kc)):
+        if kr != k:
+            notes.append(f"compared at k = {k} (--at-k): {name} has {kr} attempts per task; its pass@{k} and {k}/{k} "
+                         f"are unbiased estimates from them (pass@{k} = 1 − C(n−c,{k})/C(n,{k}), {k}/{k} = pass^{k} = "
+                         f"C(c,{k})/C(n,{k}); counts are expected counts); pass@1 uses every attempt")
+    own = not only_b and not only_c and k == kb == kc
+    fb = _figures([base.tasks[u] for u in uids], k)
+    fc = _figures([cand.tasks[u] for u in uids], k)
+    common = [u for u in uids if base.tasks[u].n and cand.tasks[u].n]
     paired = metrics.paired_bootstrap_delta([base.tasks[u].tally for u in common], [cand.tasks[u].tally for u in common],
                                             resamples=resamples, seed=seed)
+    domains = list(dict.fromkeys([*(base.tasks[u].domain for u in uids), *(cand.tasks[u].domain for u in uids)]))
     out: dict[str, Any] = {
-        "base": base.label or "base", "candidate": cand.label or "candidate", "k": k,
-        "tasks": {"base": bo.tasks, "candidate": co.tasks, "paired": len(common),
-                  "only_in_base": sorted(set(base.tasks) - set(cand.tasks)),
-                  "only_in_candidate": sorted(set(cand.tasks) - set(base.tasks))},
+        "base": nb, "candidate": nc, "k": f"{k}",
+        "k_runs": {"base": kb, "candidate": kc}, "notes": notes,
+        "tasks": {"base": fb["tasks"], "candidate": fc["tasks"], "paired": len(common),
+                  "only_in_base": only_b, "only_in_candidate": only_c},
         "table1": [
-            _row(f"Observed {k}/{k}", bo.observed_k_of_k, co.observed_k_of_k, "tasks"),
-            _row("pass@1 (successful attempts)", Share(bo.passes, bo.attempts, bo.pass_at_1.value),
-                 Share(co.passes, co.attempts, co.pass_at_1.value), "pt"),
-            _row(f"pass@{k} (tasks solved at least once)", bo.solved_at_least_once, co.solved_at_least_once, "tasks"),
+            _row(f"Observed {k}/{k}", fb["all_k"], fc["all_k"], "tasks", fb["estimated"] or fc["estimated"]),
+            _row("pass@1 (successful attempts)", {"count": fb["passes"], "share": fb["pass_at_1"]},
+                 {"count": fc["passes"], "share": fc["pass_at_1"]}, "pt"),
+            _row(f"pass@{k} (tasks solved at least once)", fb["pass_at_k"], fc["pass_at_k"], "tasks",
+                 fb["estimated"] or fc["estimated"]),
         ],
         "paired_pass_at_1": paired,
-        "domains": [_domain(d, base.by_domain.get(d), cand.by_domain.get(d))
-                    for d in dict.fromkeys([*base.by_domain, *cand.by_domain])],
+        "domains": [_domain(d, [base.tasks[u] for u in uids if base.tasks[u].domain == d],
+                            [cand.tasks[u] for u in uids if cand.tasks[u].domain == d], k) for d in domains],
     }
+    bo, co = base.overall, cand.overall
     if bo.cost is not None and co.cost is not None:
-        out["table3"] = _costs(bo.cost, co.cost, k)
+        if own:
+            out["table3"] = _costs(bo.cost, co.cost, f"{k}")
+        else:
+            notes.append("Table 3 (cost) left out: the costs are over each run's own campaign (its own tasks and "
+                         "attempts), not over what is compared here")
     return out
 
 
-def _row(metric: str, b: Share, c: Share, unit: str) -> dict[str, Any]:
-    change = (c.tasks - b.tasks) if unit == "tasks" else _diff(c.share, b.share, 100)
-    return {"metric": metric, "base": {"count": b.tasks, "share": b.share},
-            "candidate": {"count": c.tasks, "share": c.share}, "change": change, "unit": unit}
+def _row(metric: str, b: Mapping[str, Any], c: Mapping[str, Any], unit: str, estimated: bool = False) -> dict[str, Any]:
+    if unit == "tasks":
+        change = None if b["count"] is None or c["count"] is None else c["count"] - b["count"]
+    else:
+        change = _diff(c["share"], b["share"], 100)
+    out = {"metric": metric, "base": {"count": b["count"], "share": b["share"]},
+           "candidate": {"count": c["count"], "share": c["share"]}, "change": change, "unit": unit}
+    if estimated:
+        out["estimated"] = True
+    return out
 
 
 def _diff(a: float | None, b: float | None, scale: float = 1.0) -> float | None:
     return None if a is None or b is None else (a - b) * scale
 
 
-def _domain(name: str, b: Block | None, c: Block | None) -> dict[str, Any]:
-    def figures(x: Block | None) -> dict[str, Any] | None:
-        if x is None:
+def _domain(name: str, b: Sequence[TaskRow], c: Sequence[TaskRow], k: int) -> dict[str, Any]:
+    def figures(rows: Sequence[TaskRow]) -> dict[str, Any] | None:
+        if not any(r.n for r in rows):
             return None
-        return {"tasks": x.tasks, "pass_at_1": x.pass_at_1.value, "pass_at_k": x.pass_at_k.get(x.k),
-                "solved_at_least_once": x.solved_at_least_once.share, "observed_k_of_k": x.observed_k_of_k.share,
-                "observed_tasks": x.observed_k_of_k.tasks}
+        f = _figures(rows, k)
+        return {"tasks": f["tasks"], "pass_at_1": f["pass_at_1"], "pass_at_k": f["pass_at_k"]["share"],
+                "solved_at_least_once": f["pass_at_k"]["share"], "observed_k_of_k": f["all_k"]["share"],
+                "observed_tasks": f["all_k"]["count"]}
 
     fb, fc = figures(b), figures(c)
     change = None
@@ -132,12 +230,18 @@ def _table(rows: list[list[str]]) -> list[str]:
 def render(cmp: Mapping[str, Any]) -> str:
     b, c, k = cmp["base"], cmp["candidate"], cmp["k"]
     t = cmp["tasks"]
-    lines = [f"Table 1. {b} → {c} ({t['base']} → {t['candidate']} tasks, {k} attempts each)"]
+    kr = cmp.get("k_runs") or {}
+    each = (f"{k} attempts each" if kr.get("base", k) == kr.get("candidate", k) == int(k)
+            else f"at k = {k}; {kr.get('base')} and {kr.get('candidate')} attempts per task")
+    lines = [f"note: {n}" for n in cmp.get("notes", [])]
+    lines += [f"Table 1. {b} → {c} ({t['base']} → {t['candidate']} tasks, {each})"]
     rows = [["Metric", b, "", c, "Change"]]
     for r in cmp["table1"]:
-        change = (f"{_signed(r['change'], 'd')} tasks" if r["unit"] == "tasks" else f"{_signed(r['change'], '.2f')} pt")
-        rows.append([r["metric"], f"{r['base']['count']:,} ({pct(r['base']['share'])})", "→",
-                     f"{r['candidate']['count']:,} ({pct(r['candidate']['share'])})", change])
+        est = " (estimated)" if r.get("estimated") else ""
+        change = (f"{_signed(r['change'], _count_fmt(r['change']))} tasks" if r["unit"] == "tasks"
+                  else f"{_signed(r['change'], '.2f')} pt")
+        rows.append([r["metric"] + est, f"{count(r['base']['count'])} ({pct(r['base']['share'])})", "→",
+                     f"{count(r['candidate']['count'])} ({pct(r['candidate']['share'])})", change])
     lines += _table(rows)
     p = cmp["paired_pass_at_1"]
     if p["delta"] is not None:
@@ -154,9 +258,9 @@ def render(cmp: Mapping[str, Any]) -> str:
     obs, p1 = cmp["table1"][0], cmp["table1"][1]
     for who, name in (("base", b), ("candidate", c)):
         rows.append([name, *(_num(d[who], "pass_at_1") for d in doms), pct(p1[who]["share"]).rstrip("%"),
-                     f"{obs[who]['count']} ({pct(obs[who]['share'])})"])
+                     f"{count(obs[who]['count'])} ({pct(obs[who]['share'])})"])
     rows.append(["change", *(_signed(d["change_pt"]["pass_at_1"], ".2f") if d["change_pt"] else "—" for d in doms),
-                 _signed(p1["change"], ".2f"), _signed(obs["change"], "d")])
+                 _signed(p1["change"], ".2f"), _signed(obs["change"], _count_fmt(obs["change"]))])
     lines += _table(rows)
     lines += ["", "Per domain (%): base → candidate (change, points)"]
     rows = [["Domain", "Tasks", "pass@1", f"pass@{k}", f"Observed {k}/{k}"]]
@@ -181,6 +285,17 @@ def render(cmp: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _count_fmt(x: float | None) -> str:
+    return "d" if x is None or isinstance(x, int) else ",.1f"
+
+
+def count(x: float | int | None) -> str:
+    """A task count: 107, or an expected count 53.5 (an estimate at a smaller k)."""
+    if x is None:
+        return "—"
+    return f"{x:,}" if isinstance(x, int) else f"{x:,.1f}"
+
+
 def _num(fig: Mapping[str, Any] | None, key: str) -> str:
     return "—" if not fig or fig[key] is None else f"{fig[key] * 100:.2f}"
 
@@ -195,4 +310,4 @@ def _move(d: Mapping[str, Any], key: str) -> str:
     return f"{_num(d['base'], key)} → {_num(d['candidate'], key)} ({_signed(ch, '.1f')})"
 
 
-__all__ = ["MINUS", "compare", "dollars", "pct", "render"]
+__all__ = ["MINUS", "CompareError", "check_comparable", "compare", "count", "dollars", "pct", "render"]

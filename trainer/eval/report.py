@@ -10,6 +10,10 @@ and `report-bands.png` (when probe data is given), plus one `report-ANCHOR.png` 
 everything else itself (inline CSS, no script, no remote resource), so the folder can be moved or
 served as it is.
 
+Only like with like: a candidate of another k, or over other tasks, than the base is refused
+unless told to compare on the common tasks / at a common k (`common_tasks`, `at_k`; tbt report
+--common-tasks / --at-k), and the comparison's notes then say so (trainer/eval/compare.py).
+
 Sections: the runs (tasks, attempts, pass@1 with its Jeffreys and task-bootstrap intervals, pass@k,
 observed k/k, cost); per candidate the seed's Table 1 (observed k/k, pass@1, pass@k: base ->
 candidate, change) with the paired bootstrap of the pass@1 change, Table 3 (costs) and the
@@ -177,17 +181,24 @@ def _heat_rows(c: Mapping[str, Any], base: Run, cand: Run) -> tuple[list[str], l
     return names + ["Overall"], b + [overall(base.overall)], d + [overall(cand.overall)]
 
 
-def comparison_section(base: Run, cand: Run, index: int, out_dir: Path, stem: str) -> tuple[str, Path]:
-    c = cmp_mod.compare(base.doc, cand.doc)
+def comparison_section(base: Run, cand: Run, index: int, out_dir: Path, stem: str, *, common_tasks: bool = False,
+                       at_k: int | None = None) -> tuple[str, Path]:
+    try:
+        c = cmp_mod.compare(base.doc, cand.doc, common_tasks=common_tasks, at_k=at_k, names=(base.label, cand.label))
+    except cmp_mod.CompareError as e:
+        raise ReportError(f"{base.path} vs {cand.path}: {e}") from None
     k = c["k"]
     rows = []
     for row in c["table1"]:
         unit = " tasks" if row["unit"] == "tasks" else " pt"
-        rows.append([_e(row["metric"]), f"{row['base']['count']:,} ({pct(row['base']['share'])})", "→",
-                     f"{row['candidate']['count']:,} ({pct(row['candidate']['share'])})",
-                     _signed(row["change"], unit, 0 if row["unit"] == "tasks" else 2)])
-    out = [f"<h2 id=compare-{index}>{_e(base.label)} → {_e(cand.label)}</h2>",
-           table(["metric", "base", "", "candidate", "change"], rows)]
+        digits = 2 if row["unit"] != "tasks" else (0 if isinstance(row["change"], int) else 1)
+        rows.append([_e(row["metric"] + (" (estimated)" if row.get("estimated") else "")),
+                     f"{cmp_mod.count(row['base']['count'])} ({pct(row['base']['share'])})", "→",
+                     f"{cmp_mod.count(row['candidate']['count'])} ({pct(row['candidate']['share'])})",
+                     _signed(row["change"], unit, digits)])
+    out = [f"<h2 id=compare-{index}>{_e(base.label)} → {_e(cand.label)}</h2>"]
+    out += [f'<p class="note">{_e(n)}</p>' for n in c["notes"]]
+    out.append(table(["metric", "base", "", "candidate", "change"], rows))
     pb = c["paired_pass_at_1"]
     if pb.get("delta") is not None:
         lo, hi = pb["interval"]
@@ -273,11 +284,19 @@ def bands_section(path: Path, out_dir: Path, stem: str) -> tuple[str, Path]:
 
 
 def report(agg_paths: Sequence[str | Path], html_path: str | Path, probes: str | Path | None = None,
-           sections: Sequence[Section] = ()) -> list[Path]:
-    """Write the HTML and its PNGs (module docstring); the files written, the HTML first."""
+           sections: Sequence[Section] = (), *, common_tasks: bool = False, at_k: int | None = None) -> list[Path]:
+    """Write the HTML and its PNGs (module docstring); the files written, the HTML first. A
+    candidate of another k or over other tasks than the base is a `ReportError` unless
+    `common_tasks` / `at_k` say how to compare them (trainer/eval/compare.py; said in the page)."""
     if not agg_paths:
         raise ReportError("give at least one agg.json")
     runs = load_runs(agg_paths)
+    for cand in runs[1:]:  # every comparison checked before anything is written
+        try:
+            cmp_mod.check_comparable(runs[0].doc, cand.doc, names=(runs[0].label, cand.label),
+                                     common_tasks=common_tasks, at_k=at_k)
+        except cmp_mod.CompareError as e:
+            raise ReportError(f"{runs[0].path} vs {cand.path}: {e}") from None
     html_path = Path(html_path)
     out_dir = html_path.parent
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -285,7 +304,7 @@ def report(agg_paths: Sequence[str | Path], html_path: str | Path, probes: str |
     pngs: list[Path] = []
     parts = [runs_section(runs)]
     for i, cand in enumerate(runs[1:], start=2):
-        text, png = comparison_section(runs[0], cand, i, out_dir, stem)
+        text, png = comparison_section(runs[0], cand, i, out_dir, stem, common_tasks=common_tasks, at_k=at_k)
         parts.append(text)
         pngs.append(png)
     text, png = pareto_section(runs, out_dir, stem)

@@ -17,7 +17,12 @@
 #   RAY             the ray executable (default: .venv/bin/ray if present, else ray on PATH)
 # Arguments are passed on to `ray start` (e.g. --temp-dir /scratch/ray --block).
 # Bad variables: one message naming the variable, exit 2. Stop a node with `ray stop` on it.
+# -h / --help as the first argument: this text (ray's own: ray start --help).
 set -euo pipefail
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+  awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
+  exit 0
+fi
 
 die() { echo "start_ray.sh: $*" >&2; exit 2; }
 

@@ -12,11 +12,31 @@ from trainer.verl.launch import main
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE_ENV = {k: v for k, v in os.environ.items()
-            if not k.startswith(("TBT_", "GPUS_PER_NODE", "NODE_GPUS", "NNODES", "CKPT_DIR", "CONFIG", "MODEL_PATH"))}
+            if not k.startswith(("TBT_", "GPUS_PER_NODE", "NODE_GPUS", "NNODES", "CKPT_DIR", "CONFIG", "MODEL_PATH",
+                                 "TRAIN_FILE", "VAL_FILE", "SMOKE_DIR"))}
+USER = "openai:http://127.0.0.1:8001/v1#Qwen/Qwen3-8B"
+JUDGE = "openai:http://127.0.0.1:8002/v1#Qwen/Qwen3-8B"
 
 
-def launch(*args: str, **env: str):
-    return main(list(args), {**BASE_ENV, "DRY_RUN": "true", **env})
+@pytest.fixture(scope="module")
+def pool(tmp_path_factory) -> dict[str, str]:
+    """A launchable environment: the pool's files exist, user and judge are models (keys set)."""
+    d = tmp_path_factory.mktemp("pool")
+    for name in ("train.parquet", "test.parquet"):
+        (d / name).write_bytes(b"PAR1")
+    return {"TRAIN_FILE": str(d / "train.parquet"), "VAL_FILE": str(d / "test.parquet"), "TBT_USER_SPEC": USER,
+            "TBT_JUDGE_SPEC": JUDGE, "TBT_USER_API_KEY": "EMPTY", "TBT_JUDGE_API_KEY": "EMPTY"}
+
+
+@pytest.fixture
+def launch(pool):
+    def run(*args: str, **env: str):
+        return main(list(args), {**BASE_ENV, **pool, "DRY_RUN": "true", **env})
+    return run
+
+
+def fails(out: str) -> list[str]:
+    return [line for line in out.splitlines() if line.startswith("FAIL")]
 
 
 def ray_sessions() -> set[str]:
@@ -24,10 +44,10 @@ def ray_sessions() -> set[str]:
     return {p.name for p in d.glob("session_2*")} if d.exists() else set()
 
 
-def test_dry_run_of_the_acceptance_command_prints_the_resolved_command_and_starts_nothing():
+def test_dry_run_of_the_acceptance_command_prints_the_resolved_command_and_starts_nothing(pool):
     before = ray_sessions()
     r = subprocess.run(["./scripts/run_train.sh", "trainer.total_training_steps=50", "trainer.save_freq=5"], cwd=ROOT,
-                       env={**BASE_ENV, "DRY_RUN": "true"}, capture_output=True, text=True, timeout=120)
+                       env={**BASE_ENV, **pool, "DRY_RUN": "true"}, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     lines = [x.strip().rstrip(" \\") for x in r.stdout.splitlines()]
     assert "python -m verl.trainer.main_ppo" in lines
@@ -38,18 +58,18 @@ def test_dry_run_of_the_acceptance_command_prints_the_resolved_command_and_start
     assert "DRY_RUN" in r.stdout and ray_sessions() == before
 
 
-def test_a_mistyped_override_fails_and_is_named(capsys):
+def test_a_mistyped_override_fails_and_is_named(capsys, launch):
     assert launch("trainer.totl_training_steps=50") == 2
     err = capsys.readouterr().err
     assert "trainer.totl_training_steps" in err
 
 
-def test_the_legacy_reward_keys_are_refused_with_the_right_name(capsys):
+def test_the_legacy_reward_keys_are_refused_with_the_right_name(capsys, launch):
     assert launch("custom_reward_function.path=x.py") == 2
     assert "reward.custom_reward_function.path" in capsys.readouterr().err
 
 
-def test_a_planted_secret_never_appears(capsys):
+def test_a_planted_secret_never_appears(capsys, launch):
     key, pw, tok = "sk-PLANTED-0123456789", "hunter2pw", "qtok987"
     code = launch("+thinkingbox.user=" + f"'openai:http://bob:{pw}@users.internal/v1?token={tok}#qwen'",
                   TBT_USER_API_KEY=key, WANDB_API_KEY="wandb-PLANTED-secret")
@@ -63,6 +83,14 @@ def test_a_planted_secret_never_appears(capsys):
 
 @pytest.mark.parametrize("args,env,rule", [
     ((), {"NODE_GPUS": "4"}, "gpus per node"),
+    ((), {"TRAIN_FILE": "/nonexistent/train.parquet"}, "file exists: data.train_files"),
+    ((), {"MODEL_PATH": "/nonexistent/model"}, "file exists: actor_rollout_ref.model.path"),
+    (("actor_rollout_ref.rollout.agent.agent_loop_config_path=configs/no_such_loop.yaml",), {},
+     "file exists: actor_rollout_ref.rollout.agent.agent_loop_config_path"),
+    (("trainer.nnodes=2",), {"CKPT_DIR": "/shared/ck", "TRAIN_FILE": "configs/sampling.yaml"},
+     "data and model paths absolute on several nodes"),
+    ((), {"TBT_JUDGE_SPEC": "synthetic"}, "no synthetic judge outside a smoke config"),
+    (("+thinkingbox.user=scripted",), {}, "no scripted user outside a smoke config"),
     (("actor_rollout_ref.rollout.tensor_model_parallel_size=3",), {}, "tensor_model_parallel_size divides the world"),
     (("actor_rollout_ref.actor.ulysses_sequence_parallel_size=5",), {}, "ulysses_sequence_parallel_size divides"),
     (("data.train_batch_size=3", "actor_rollout_ref.rollout.n=5"), {}, "train_batch_size x n divides"),
@@ -70,25 +98,89 @@ def test_a_planted_secret_never_appears(capsys):
     (("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=null",), {}, "one ref log-prob micro-batch size"),
     (("trainer.default_local_dir=checkpoints/run",), {}, "checkpoint dir absolute"),
     (("trainer.nnodes=2",), {"CKPT_DIR": "/tmp/ck"}, "checkpoint dir absolute and shared"),
-    (("+thinkingbox.judge='openai:http://judge:8000/v1#qwen'",), {}, "judge endpoint variables"),
+    (("+thinkingbox.judge='openai:http://judge:8000/v1#qwen'",), {"TBT_JUDGE_API_KEY": ""}, "judge endpoint variables"),
 ])
-def test_each_preflight_rule_rejects_a_bad_topology(capsys, args, env, rule):
+def test_each_preflight_rule_rejects_a_bad_topology(capsys, launch, args, env, rule):
     assert launch(*args, **env) == 1
     out = capsys.readouterr().out
     assert any(line.startswith("FAIL") and rule in line for line in out.splitlines()), out
 
 
-def test_the_reference_config_composes_and_needs_its_variables(capsys):
-    assert launch(CONFIG="configs/reference_3x8.yaml") == 2
-    assert "MODEL_PATH" in capsys.readouterr().err
-    env = {"CONFIG": "configs/reference_3x8.yaml", "MODEL_PATH": "/models/q", "CKPT_DIR": "/shared/ckpt",
-           "TBT_USER_SPEC": "scripted", "TBT_JUDGE_SPEC": "synthetic", "NODE_GPUS": "8"}
-    assert launch(**env) == 0
+def test_the_reference_config_names_every_problem_in_one_run(capsys, tmp_path):
+    """No variables: the four it needs are named on one line, and the relative default data paths
+    of a 3-node run are refused, all in the same run; set, it composes."""
+    assert main([], {**BASE_ENV, "DRY_RUN": "true", "CONFIG": "configs/reference_3x8.yaml", "NODE_GPUS": "8"}) == 1
+    out = capsys.readouterr()
+    (variables,) = [line for line in fails(out.out) if "variables set" in line]
+    for name in ("MODEL_PATH", "CKPT_DIR", "TBT_USER_SPEC", "TBT_JUDGE_SPEC"):
+        assert name in variables and name in out.err
+    assert "actor_rollout_ref.model.path" in variables and "trainer.default_local_dir" in variables
+    assert any("data and model paths absolute on several nodes" in line and "quickstart/prepared/train.parquet" in line
+               for line in fails(out.out))
+    assert any("file exists: data.train_files" in line for line in fails(out.out))
+    assert "4 problem(s)" in out.err and "variables not set: MODEL_PATH, CKPT_DIR, TBT_USER_SPEC, TBT_JUDGE_SPEC" in out.err
+    (tmp_path / "model").mkdir()
+    env = {"CONFIG": "configs/reference_3x8.yaml", "MODEL_PATH": str(tmp_path / "model"), "CKPT_DIR": "/shared/ckpt",
+           "NODE_GPUS": "8"}
+    assert launch_env(env) == 0, capsys.readouterr()
     out = capsys.readouterr().out
-    assert "trainer.nnodes=3" in out and "data.train_batch_size=18" in out
+    assert "trainer.nnodes=3" in out and "data.train_batch_size=18" in out and not fails(out)
 
 
-def test_one_sampling_config_for_training_and_evaluation(capsys):
+def test_a_command_line_override_makes_its_variable_unneeded(capsys, pool):
+    env = {**BASE_ENV, **pool, "DRY_RUN": "true", "CONFIG": "configs/reference_3x8.yaml", "NODE_GPUS": "8",
+           "MODEL_PATH": str(ROOT / "configs")}
+    assert main(["trainer.default_local_dir=/shared/ck"], env) == 0, capsys.readouterr()
+    assert "CKPT_DIR" not in capsys.readouterr().out
+
+
+def test_a_smoke_config_may_use_the_synthetic_judge_and_scripted_user_and_its_key_stays_ours(capsys, tmp_path, pool):
+    """`smoke: true` (configs/cpu_smoke.yaml's) lets the stand-ins through, is inherited by a config
+    that extends it, and never reaches verl; anything but a boolean is refused, naming the file."""
+    child = tmp_path / "my_smoke.yaml"
+    child.write_text(f"extends: {ROOT / 'configs' / 'cpu_smoke.yaml'}\ntrainer.total_training_steps: 1\n")
+    env = {**BASE_ENV, "DRY_RUN": "true", "CONFIG": str(child), "SMOKE_DIR": str(tmp_path / "smoke")}
+    assert main([], env) == 0, capsys.readouterr()
+    out = capsys.readouterr().out
+    assert "ok    no synthetic judge outside a smoke config" in out and "ok    no scripted user outside a smoke config" in out
+    assert not any(x.strip().lstrip("+").startswith("smoke") for x in out.splitlines())  # not an override for verl
+    assert f"skip  file exists: data.train_files: {tmp_path / 'smoke'}/quickstart" in out  # made by prepare:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("extends: " + str(ROOT / "configs" / "train_single_node.yaml") + "\nsmoke: yes please\n")
+    assert main([], {**env, "CONFIG": str(bad)}) == 2
+    assert f"{bad}: smoke: expected true or false" in capsys.readouterr().err
+    plain = tmp_path / "plain.yaml"
+    plain.write_text("extends: " + str(ROOT / "configs" / "cpu_smoke.yaml") + "\nsmoke: false\n")
+    assert main([], {**env, "CONFIG": str(plain)}) == 1
+    assert len([x for x in fails(capsys.readouterr().out) if "outside a smoke config" in x]) == 2
+
+
+@pytest.mark.parametrize("script", ["run_train.sh", "start_ray.sh"])
+def test_scripts_print_their_help(script):
+    for flag in ("--help", "-h"):
+        r = subprocess.run([f"./scripts/{script}", flag], cwd=ROOT, env=BASE_ENV, capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0 and r.stderr == "", r.stderr
+        assert r.stdout.startswith(("Launch GRPO training", "Start this node's Ray")) and "DRY_RUN=true" in r.stdout
+
+
+def test_the_help_example_runs_as_shown(pool):
+    """run_train.sh --help's second example (after tbt quickstart: here the pool's files stand in)."""
+    help_text = subprocess.run(["./scripts/run_train.sh", "--help"], cwd=ROOT, capture_output=True, text=True).stdout
+    for k in ("TBT_USER_SPEC", "TBT_JUDGE_SPEC"):
+        assert f"{k}='{pool[k]}'" in help_text
+    r = subprocess.run(["./scripts/run_train.sh", "trainer.total_training_steps=50", "trainer.save_freq=5"], cwd=ROOT,
+                       env={**BASE_ENV, **pool, "DRY_RUN": "true"}, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr
+
+
+def launch_env(env: dict[str, str]) -> int:
+    return main([], {**BASE_ENV, "DRY_RUN": "true", "TBT_USER_SPEC": USER, "TBT_JUDGE_SPEC": JUDGE,
+                     "TBT_USER_API_KEY": "EMPTY", "TBT_JUDGE_API_KEY": "EMPTY",
+                     "TRAIN_FILE": str(ROOT / "configs" / "sampling.yaml"), "VAL_FILE": str(ROOT / "configs" / "sampling.yaml"),
+                     **env})
+
+
+def test_one_sampling_config_for_training_and_evaluation(capsys, launch):
     import yaml
 
     sampling = yaml.safe_load((ROOT / "configs" / "sampling.yaml").read_text())

@@ -10,10 +10,20 @@
 2. They are composed with verl 0.9.0's `ppo_trainer` config by Hydra's compose API, offline: a
    mistyped key fails here and is named; the legacy top-level `custom_reward_function.*` keys,
    which verl 0.9.0 silently ignores, are refused with the key to use instead.
-3. Preflight (`preflight`): GPUs per node vs config (`NODE_GPUS`, else `nvidia-smi`), tensor / sequence parallel sizes divide the
-   world, `train_batch_size x n` divides across ranks, one log-prob micro-batch size set (rollout
-   and ref), the checkpoint directory absolute (and not node-local on several nodes), the
-   endpoint variables of openai: user / judge specs set (their values never printed).
+3. Preflight (`preflight`), every rule checked and every problem named in one run: every
+   `${env:NAME}` without a default that a surviving key needs is set (all of them listed at once;
+   a command-line override of the key makes the variable unneeded); the input files exist (train
+   and validation files, a local model path, the agent-loop config, a custom reward function's
+   file; relative paths are read from the repository root, where the launch runs; a file under a
+   directory the config's `prepare:` step is given is checked after that step); on several nodes
+   the data and model paths are absolute; GPUs per node vs config (`NODE_GPUS`, else
+   `nvidia-smi`), tensor / sequence parallel sizes divide the world, `train_batch_size x n`
+   divides across ranks, one log-prob micro-batch size set (rollout and ref), the checkpoint
+   directory absolute (and not node-local on several nodes), the endpoint variables of openai:
+   user / judge specs set (their values never printed); no `synthetic` judge (it answers Yes to
+   every question) and no `scripted` user (the task's user context, no model) outside a smoke
+   config: one whose top level says `smoke: true` (configs/cpu_smoke.yaml; inherited through
+   `extends:`, read and removed by the launch, never passed to verl).
 4. The patches of trainer/verl/patches: their state is printed; a real launch applies any that is
    not in force (trainer/verl/patching.py), so a re-sync that restored verl's stock files cannot
    make it train on unpatched verl.
@@ -50,7 +60,10 @@ ENTRY = [sys.executable, "-m", "verl.trainer.main_ppo"]
 _ENV = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)(?:,([^}]*))?\}")
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.I)
 LEGACY = {"custom_reward_function": "reward.custom_reward_function"}
-PREPARE, ENV = "@prepare", "@env"  # a config's `prepare:` (commands run first) and `env:` (the run's variables)
+PREPARE, ENV, SMOKE = "@prepare", "@env", "@smoke"  # a config's `prepare:` (commands run first), `env:` (the run's variables), `smoke:`
+_UNSET = "<unset:{}>"  # what a `${env:NAME}` without a default reads as while NAME is not set (preflight names it)
+_UNSET_RE = re.compile(r"<unset:([A-Za-z_][A-Za-z0-9_]*)>")
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")  # org/name: a Hugging Face model id, not a local path
 
 
 class LaunchError(ValueError):
@@ -73,7 +86,7 @@ def _fill_env(value: Any, env: Mapping[str, str], where: str) -> Any:
         if name in env and env[name] != "":
             return env[name]
         if default is None:
-            raise LaunchError(f"{where}: the environment variable {name} is not set")
+            return _UNSET.format(name)  # named by the preflight, with every other unset variable
         return default
 
     return _ENV.sub(sub, value)
@@ -96,6 +109,11 @@ def read_config(path: Path, env: Mapping[str, str], seen: tuple[Path, ...] = ())
     if base:
         out.update(read_config((path.parent / base).resolve(), env, seen + (path,)))
     prepare, variables = data.pop("prepare", None), data.pop("env", None)
+    if "smoke" in data:
+        smoke = data.pop("smoke")
+        if not isinstance(smoke, bool):
+            raise LaunchError(f"{path}: smoke: expected true or false, got {smoke!r}")
+        out[SMOKE] = smoke
     if prepare is not None:
         if not isinstance(prepare, list) or not all(isinstance(c, list) and c for c in prepare):
             raise LaunchError(f"{path.name}: prepare: expected a list of argument lists (run with this Python)")
@@ -179,6 +197,34 @@ class Check:
     rule: str
     ok: bool
     detail: str
+    skipped: bool = False  # not checked (an unset variable, a file a prepare step makes): ok, and said so
+    brief: str = ""  # what the one-line error summary says of a failure (default: the rule)
+
+    def line(self) -> str:
+        return f"{'skip' if self.skipped else 'ok  ' if self.ok else 'FAIL'}  {self.rule}: {self.detail}"
+
+
+def unset_names(value: Any) -> list[str]:
+    """The variables a value still waits for (`${env:NAME}` without a default, NAME not set)."""
+    if isinstance(value, (list, tuple)):
+        return [n for v in value for n in unset_names(v)]
+    return _UNSET_RE.findall(value) if isinstance(value, str) else []
+
+
+def missing_variables(config: Mapping[str, Any], overrides: Sequence[str]) -> dict[str, list[str]]:
+    """{variable: [the keys that need it]} over the final overrides and the config's env:/prepare:."""
+    need: dict[str, list[str]] = {}
+    for o in overrides:
+        key, _, value = o.partition("=")
+        for name in unset_names(value):
+            need.setdefault(name, []).append(key.lstrip("+~"))
+    for k, v in (config.get(ENV) or {}).items():
+        for name in unset_names(v):
+            need.setdefault(name, []).append(f"env.{k}")
+    for c in config.get(PREPARE) or []:
+        for name in unset_names(c):
+            need.setdefault(name, []).append("prepare")
+    return need
 
 
 def _get(cfg: Any, key: str, default: Any = None) -> Any:
@@ -188,20 +234,95 @@ def _get(cfg: Any, key: str, default: Any = None) -> Any:
     return v
 
 
-def preflight(cfg: Any, env: Mapping[str, str]) -> list[Check]:
-    """The rules of the module docstring, each as a `Check`."""
+def _int(cfg: Any, key: str, default: int = 1) -> int:
+    v = _get(cfg, key, default)
+    try:
+        return int(default if v is None else v)
+    except (TypeError, ValueError):
+        if unset_names(v):
+            return default  # the variables check names it
+        raise LaunchError(f"{key}={v!r}: expected an integer") from None
+
+
+def input_paths(cfg: Any) -> list[tuple[str, str]]:
+    """(key, path) of every local file or directory the run reads before its first step."""
+    out: list[tuple[str, str]] = []
+    for key in ("data.train_files", "data.val_files"):
+        v = _get(cfg, key)
+        for p in (list(v) if v is not None and not isinstance(v, str) else [v]):
+            if p not in (None, ""):
+                out.append((key, str(p)))
+    model = str(_get(cfg, "actor_rollout_ref.model.path", "") or "")
+    if model and not _is_hub_id(model):
+        out.append(("actor_rollout_ref.model.path", model))
+    for key in ("actor_rollout_ref.rollout.agent.agent_loop_config_path", "reward.custom_reward_function.path",
+                "data.custom_cls.path"):
+        v = _get(cfg, key)
+        if v not in (None, "") and not str(v).startswith("pkg://"):
+            out.append((key, str(v)))
+    return [(k, p) for k, p in out if "://" not in p and not unset_names(p)]
+
+
+def _is_hub_id(path: str) -> bool:
+    """A model path that names a Hugging Face model (`org/name`), not a local directory: it is
+    not absolute, not `./`, `../`, `~`, and nothing of that name exists here."""
+    if unset_names(path) or path.startswith(("/", "./", "../", "~")) or _local(path).exists():
+        return False
+    return bool(_HUB_ID.match(path))
+
+
+def _local(path: str) -> Path:
+    """A path as the launch reads it: relative paths from the repository root (its working directory)."""
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else ROOT / p
+
+
+def file_checks(cfg: Any, made_by: Sequence[str] = ()) -> list[Check]:
+    """One check per input path: it exists, or (under a directory in `made_by`, the arguments of
+    the config's prepare: steps) it is made before the run and checked then."""
+    checks = []
+    for key, path in input_paths(cfg):
+        p = _local(path)
+        if any(str(p) == d or str(p).startswith(d.rstrip("/") + "/") for d in made_by):
+            checks.append(Check(f"file exists: {key}", True, f"{path} (made by the config's prepare: step; checked after it)",
+                                skipped=True))
+            continue
+        where = "" if Path(path).is_absolute() else f" (relative: read as {p})"
+        checks.append(Check(f"file exists: {key}", p.exists(), f"{path}{where}" + ("" if p.exists() else ": no such file or directory")))
+    return checks
+
+
+_STAND_IN = {"judge": ("synthetic", "answers Yes to every question", "TBT_JUDGE_SPEC=openai:URL#MODEL, or none when no task asks a judge"),
+             "user": ("scripted", "replies with the task's user context, no model", "TBT_USER_SPEC=openai:URL#MODEL")}
+
+
+def preflight(cfg: Any, env: Mapping[str, str], *, missing: Mapping[str, Sequence[str]] | None = None,
+              smoke: bool = False, made_by: Sequence[str] = ()) -> list[Check]:
+    """The rules of the module docstring, each as a `Check`: every problem of a config in one run."""
     checks: list[Check] = []
-    nnodes, gpn = int(_get(cfg, "trainer.nnodes", 1)), int(_get(cfg, "trainer.n_gpus_per_node", 1))
+    if missing is not None:
+        checks.append(Check("variables set", not missing, "; ".join(
+            f"{name} is NOT set (needed by {', '.join(dict.fromkeys(keys))})" for name, keys in missing.items())
+            or "every ${env:NAME} without a default is set", brief=f"variables not set: {', '.join(missing)}"))
+    nnodes, gpn = _int(cfg, "trainer.nnodes"), _int(cfg, "trainer.n_gpus_per_node")
+    checks += file_checks(cfg, made_by)
+    if nnodes > 1:
+        rel = [f"{k}={p}" for k, p in input_paths(cfg) if k in ("data.train_files", "data.val_files", "actor_rollout_ref.model.path")
+               and not Path(p).expanduser().is_absolute()]
+        checks.append(Check("data and model paths absolute on several nodes", not rel,
+                            f"{', '.join(rel)}: relative, so each of the {nnodes} nodes reads its own copy from its own "
+                            "working directory (give absolute paths on shared storage: TRAIN_FILE, VAL_FILE, MODEL_PATH)"
+                            if rel else f"trainer.nnodes={nnodes}: every data and model path is absolute"))
     world = nnodes * gpn
     have = node_gpus(env)
     checks.append(Check("gpus per node", have is None or have == gpn,
                         f"config n_gpus_per_node={gpn}" + (f", this node has {have}" if have is not None else
                                                            " (no GPU count on this node: not compared)")))
     for key in ("actor_rollout_ref.rollout.tensor_model_parallel_size", "actor_rollout_ref.actor.ulysses_sequence_parallel_size"):
-        size = int(_get(cfg, key, 1) or 1)
+        size = _int(cfg, key) or 1
         checks.append(Check(f"{key.split('.')[-1]} divides the world", size >= 1 and world % size == 0,
                             f"{key}={size}, world {nnodes}x{gpn}={world}"))
-    bs, n = int(_get(cfg, "data.train_batch_size", 1)), int(_get(cfg, "actor_rollout_ref.rollout.n", 1))
+    bs, n = _int(cfg, "data.train_batch_size"), _int(cfg, "actor_rollout_ref.rollout.n")
     checks.append(Check("train_batch_size x n divides across ranks", (bs * n) % world == 0,
                         f"data.train_batch_size={bs} x rollout.n={n} = {bs * n} over {world} ranks"))
     for part in ("rollout", "ref"):
@@ -211,11 +332,19 @@ def preflight(cfg: Any, env: Mapping[str, str]) -> list[Check]:
                             f"log_prob_micro_batch_size={a}, log_prob_micro_batch_size_per_gpu={b} (set exactly one)"))
     ckpt = str(_get(cfg, "trainer.default_local_dir", ""))
     local = ckpt.startswith(("/tmp/", "/var/tmp/", "/dev/shm/"))
-    checks.append(Check("checkpoint dir absolute" + (" and shared" if nnodes > 1 else ""),
-                        ckpt.startswith("/") and not (nnodes > 1 and local),
-                        f"trainer.default_local_dir={ckpt}" + (" is node-local on a multi-node run" if nnodes > 1 and local else "")))
+    rule = "checkpoint dir absolute" + (" and shared" if nnodes > 1 else "")
+    if unset_names(ckpt):
+        checks.append(Check(rule, True, f"trainer.default_local_dir waits for {', '.join(unset_names(ckpt))}", skipped=True))
+    else:
+        checks.append(Check(rule, ckpt.startswith("/") and not (nnodes > 1 and local),
+                            f"trainer.default_local_dir={ckpt}" + (" is node-local on a multi-node run" if nnodes > 1 and local else "")))
     for role in ("user", "judge"):
         spec = str(_get(cfg, f"thinkingbox.{role}", "") or "")
+        kind, what, fix = _STAND_IN[role]
+        if spec.split(":")[0] == kind:
+            checks.append(Check(f"no {kind} {role} outside a smoke config", smoke,
+                                f"thinkingbox.{role}={spec} {what}" + (" (this is a smoke config: smoke: true)" if smoke else
+                                f": only a smoke config (top-level smoke: true) may train with it; set {fix}")))
         if spec.startswith("openai:"):
             key_env = re.search(r"key_env=([A-Za-z_][A-Za-z0-9_]*)", spec)
             var = key_env.group(1) if key_env else f"TBT_{role.upper()}_API_KEY"
@@ -252,20 +381,36 @@ class Extras:
     env: dict[str, str]  # variables set for the run (and so for a local Ray's workers)
 
 
+def prepare_dirs(prepare: Sequence[Sequence[str]]) -> list[str]:
+    """The absolute paths a config's prepare: steps are given (what they make lies under them)."""
+    return [str(Path(a)) for c in prepare for a in c if a.startswith("/")]
+
+
 def plan(cli: Sequence[str], env: Mapping[str, str]) -> tuple[list[str], Any, list[Check], Extras]:
     config_path = Path(env.get("CONFIG") or DEFAULT_CONFIG)
     if not config_path.is_absolute():
         config_path = (Path.cwd() / config_path).resolve()
     config = {**read_config(config_path, env), **sampling_overrides()}
+    smoke = bool(config.pop(SMOKE, False))
+    overrides = overrides_from({k: v for k, v in config.items() if k not in (PREPARE, ENV)}, cli)
+    missing = missing_variables(config, overrides)
     extras = Extras(config.pop(PREPARE, []), config.pop(ENV, {}))
-    overrides = overrides_from(config, cli)
-    cfg = compose(overrides)
-    return overrides, cfg, preflight(cfg, {**env, **extras.env}), extras
+    try:
+        cfg = compose(overrides)
+    except LaunchError as e:
+        if missing:
+            raise LaunchError(f"variables not set: {', '.join(missing)}; and {e}") from None
+        raise
+    return overrides, cfg, preflight(cfg, {**env, **extras.env}, missing=missing, smoke=smoke,
+                                     made_by=prepare_dirs(extras.prepare)), extras
 
 
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
     env = dict(os.environ if env is None else env)
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] in (["-h"], ["--help"]):
+        print(__doc__.strip() + "\n\nExamples: scripts/run_train.sh --help")
+        return 0
     dry = env.get("DRY_RUN", "").lower() in ("1", "true", "yes")
     try:
         overrides, cfg, checks, extras = plan(argv, env)
@@ -282,9 +427,11 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
             print(redact("python " + " ".join(c), env))
     print("# preflight")
     for c in checks:
-        print(redact(f"{'ok  ' if c.ok else 'FAIL'}  {c.rule}: {c.detail}", env))
-    if not all(c.ok for c in checks):
-        print("error: preflight failed (the FAIL lines above); nothing was started", file=sys.stderr)
+        print(redact(c.line(), env))
+    failed = [c for c in checks if not c.ok]
+    if failed:
+        print(redact(f"error: preflight failed, {len(failed)} problem(s) (the FAIL lines above): "
+                     + "; ".join(c.brief or c.rule for c in failed) + "; nothing was started", env), file=sys.stderr)
         return 1
     from trainer.verl.patching import PatchError, apply_all, site_of_installed, states
 
@@ -311,6 +458,12 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         if rc != 0:
             print(f"error: prepare step failed (exit {rc}): python {' '.join(c)}", file=sys.stderr)
             return rc
+    absent = [c for c in file_checks(cfg) if not c.ok]  # what the prepare steps were to make
+    if absent:
+        for c in absent:
+            print(redact(c.line(), env))
+        print("error: the prepare: step did not make " + "; ".join(c.rule for c in absent), file=sys.stderr)
+        return 1
     return subprocess.call([*ENTRY, *overrides], env=env, cwd=str(ROOT))
 
 

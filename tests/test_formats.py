@@ -215,6 +215,7 @@ def test_summary_text_of_an_agg_doc(tmp_path):
     assert summary_text(doc, "agg.json") == """\
 agg.json: m: 2 task(s), 3 attempt(s), 2 passed
   pass@1 66.67% (Jeffreys 17.67%–96.13%, bootstrap 0.00%–100.00%)   pass@2 100.00%   pass^2 100.00%   observed 2/2 1 (100.00%)
+  noise: 0% of tasks flip (mixed outcomes), ICC 1.00, effective samples 2 of 3, minimum detectable pass@1 difference 0.0 pt (paired, 95%, 80% power)
   note: uneven attempts per task (n from 1 to 2): pass@k and pass^k are over the tasks with n >= k, observed 2/2 over the tasks with n = 2
   toy     2 task(s)  pass@1  66.67%  observed 2/2 1
   cost: campaign $0.00330, per successful attempt $0.00165, per dependable task $0.00330

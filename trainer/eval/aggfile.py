@@ -12,7 +12,9 @@ The JSON (version `AGG_VERSION`; `to_json()` writes it key for key, in this orde
     overall       `Block`: tasks, attempts, passes, pass_at_1 {value, level, jeffreys [lo, hi],
                   bootstrap [lo, hi]}, pass_at_k {"k": v}, pass_hat_k {"k": v}, observed_k_of_k
                   {k, tasks, over, share}, solved_at_least_once {tasks, over, share}, (k_tasks,
-                  note when n is uneven), cost (`Cost`, with a price table)
+                  note when n is uneven), cost (`Cost`, with a price table), the noise floor
+                  (`metrics.noise_floor`): flip_rate, min_detectable_difference, noise
+                  {within_task_variance, icc, design_effect, effective_samples, level, power}
     by_domain     {domain: `Block`}
     by_tag        {tag: `Block`} when the dataset's tags are known
     identities    the policy / user / judge identities of the first record (ours; free-form)
@@ -21,8 +23,8 @@ The JSON (version `AGG_VERSION`; `to_json()` writes it key for key, in this orde
 
 Reading is strict: a file without `version` (not an agg.json), of another version (written by
 another tbt: aggregate its records again), or missing or mistyping any field is an
-`AggFileError` naming the file and the field (`overall.pass_at_1.value`). Only `by_tag`, `coverage.replaced`,
-`overall.cost`, `k_tasks`, `note` and a task's `tags` are optional, as the writer leaves them out.
+`AggFileError` naming the file and the field (`overall.pass_at_1.value`). Only `by_tag`, `coverage.replaced`, the noise floor (files
+before it), `overall.cost`, `k_tasks`, `note` and a task's `tags` are optional, as the writer leaves them out.
 """
 
 from __future__ import annotations
@@ -283,6 +285,9 @@ class Block:
     k_tasks: dict[int, int] | None = None  # only when n is uneven
     note: str | None = None  # only when n is uneven
     cost: Cost | None = None
+    flip_rate: float | None = None  # the noise floor (metrics.noise_floor; absent in older files)
+    min_detectable_difference: float | None = None
+    noise: dict[str, Any] | None = None  # within_task_variance, icc, design_effect, effective_samples, level, power
 
     @property
     def k(self) -> int:
@@ -300,16 +305,22 @@ class Block:
             out["note"] = self.note
         if self.cost is not None:
             out["cost"] = self.cost.to_json()
+        if self.noise is not None:
+            out["flip_rate"], out["min_detectable_difference"] = self.flip_rate, self.min_detectable_difference
+            out["noise"] = dict(self.noise)
         return out
 
     @classmethod
     def from_json(cls, v: Any, at: _At) -> Block:
         d = at.obj(v)
+        noise = at.get(d, "noise", lambda x, where: dict(where.obj(x)), True)
         return cls(at.get(d, "tasks", _int), at.get(d, "attempts", _int), at.get(d, "passes", _int),
                    at.get(d, "pass_at_1", PassAt1.from_json), at.get(d, "pass_at_k", _by_k(_num_or_none)),
                    at.get(d, "pass_hat_k", _by_k(_num_or_none)), at.get(d, "observed_k_of_k", KOfK.from_json),
                    at.get(d, "solved_at_least_once", Share.from_json), at.get(d, "k_tasks", _by_k(_int), True),
-                   at.get(d, "note", _str, True), at.get(d, "cost", Cost.from_json, True))
+                   at.get(d, "note", _str, True), at.get(d, "cost", Cost.from_json, True),
+                   at.get(d, "flip_rate", _num_or_none, True) if noise is not None else None,
+                   at.get(d, "min_detectable_difference", _num_or_none, True) if noise is not None else None, noise)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Block:

@@ -7,7 +7,11 @@
 - Table 2: pass@1 (%) per domain, overall and observed k/k, one row per run and the change;
 - per domain (the seed's Figure 3): pass@1, pass@k, observed k/k in %, base → candidate (points);
 - Table 3 (when both have costs): campaign cost, cost per successful attempt, tasks passing
-  k/k, cost per dependable task; changes in % (of the unrounded figures) and "N× as many".
+  k/k, cost per dependable task; changes in % (of the unrounded figures) and "N× as many";
+- the noise floor (`noise`): whether the pass@1 change, overall and per domain, is more than the
+  attempts' own noise (`metrics.paired_noise_test`, Bonferroni over the changes judged), and when
+  not, how many attempts per task or tasks would detect a change that size. (The paired
+  bootstrap answers another question: would the change hold on other tasks like these.)
 
 Only like with like: runs of a different k (attempts per task) or over different task sets are
 refused (`CompareError`), since pass@k and observed k/k of k = 4 and k = 2 are different
@@ -136,6 +140,18 @@ def compare(base: AggDoc | Mapping[str, Any], cand: AggDoc | Mapping[str, Any], 
         "domains": [_domain(d, [base.tasks[u] for u in uids if base.tasks[u].domain == d],
                             [cand.tasks[u] for u in uids if cand.tasks[u].domain == d], k) for d in domains],
     }
+    doms_both = [d for d in domains if any(base.tasks[u].domain == d and base.tasks[u].n and cand.tasks[u].n
+                                           for u in uids)]
+    tests = 1 + (len(doms_both) if len(doms_both) > 1 else 0)
+
+    def noise(members: Sequence[str]) -> dict[str, Any]:
+        ms = [u for u in members if base.tasks[u].n and cand.tasks[u].n]
+        return metrics.paired_noise_test([base.tasks[u].tally for u in ms], [cand.tasks[u].tally for u in ms],
+                                         tests=tests)
+
+    out["noise"] = {"overall": noise(uids), "tests": tests,
+                    "domains": ({d: noise([u for u in uids if base.tasks[u].domain == d]) for d in doms_both}
+                                if len(doms_both) > 1 else {})}
     bo, co = base.overall, cand.overall
     if bo.cost is not None and co.cost is not None:
         if own:
@@ -249,6 +265,10 @@ def render(cmp: Mapping[str, Any]) -> str:
         lines.append(f"pass@1 change, paired bootstrap over {p['tasks']} tasks ({p['resamples']} resamples): "
                      f"{_signed(p['delta'] * 100, '.2f')} pt, {p['level']:.0%} interval {_signed(lo * 100, '.2f')} to "
                      f"{_signed(hi * 100, '.2f')} pt, share of resamples with no gain {p['p_le_0']:.3f}")
+    nz = cmp.get("noise")
+    if nz:
+        lines.append(noise_line("pass@1 change", nz["overall"], nz["tests"]))
+        lines += [noise_line(f"  {d}", x, nz["tests"]) for d, x in nz["domains"].items()]
     if t["only_in_base"] or t["only_in_candidate"]:
         lines.append(f"tasks in one run only (not paired): {len(t['only_in_base'])} base, "
                      f"{len(t['only_in_candidate'])} candidate")
@@ -283,6 +303,21 @@ def render(cmp: Mapping[str, Any]) -> str:
             for item in items:
                 lines.append(f"unpriced ({who}, not counted: the figures are lower bounds): {item}")
     return "\n".join(lines)
+
+
+def noise_line(what: str, x: Mapping[str, Any], tests: int) -> str:
+    """Whether a pass@1 change is more than the attempts' own noise (metrics.paired_noise_test)."""
+    if x["delta"] is None:
+        return f"{what}: noise not estimated (needs at least 2 attempts per task in both runs)"
+    d = f"{_signed(x['delta'] * 100, '.2f')} pt"
+    level = f"{x['level']:.0%}" + (f", Bonferroni over {tests} changes" if tests > 1 else "")
+    if x["distinguishable"]:
+        return f"{what} {d}: distinguishable from the attempts' noise (SE {x['se'] * 100:.2f} pt, {level})"
+    more = ""
+    if x["repeats_needed"]:
+        more = (f"; about {x['repeats_needed']:,} attempts per task, or {x['tasks_needed']:,} tasks like these, "
+                "would detect a change this size (80% power)")
+    return f"{what} {d}: NOT distinguishable from the attempts' noise (SE {x['se'] * 100:.2f} pt, {level}){more}"
 
 
 def _count_fmt(x: float | None) -> str:

@@ -17,6 +17,7 @@ and observed k/k over the tasks with n = k, k the most attempts any task has.
 
 from __future__ import annotations
 
+import math
 from math import comb
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -116,11 +117,108 @@ def summarize(tallies: Sequence[Tally], *, resamples: int = RESAMPLES, seed: int
         "observed_k_of_k": observed_k_of_k(tallies),
         "solved_at_least_once": solved_at_least_once(tallies),
     }
+    noise = noise_floor(tallies, level=level)
+    block["flip_rate"] = noise.pop("flip_rate")
+    block["min_detectable_difference"] = noise.pop("min_detectable_difference")
+    block["noise"] = noise
     if any(t.n != kmax for t in tallies):
         block["k_tasks"] = {str(k): used for k, (_, used) in at_k.items()}
         block["note"] = (f"uneven attempts per task (n from {min(t.n for t in tallies)} to {kmax}): pass@k and "
                          f"pass^k are over the tasks with n >= k, observed {kmax}/{kmax} over the tasks with n = {kmax}")
     return block
+
+
+POWER = 0.8  # of the minimum detectable difference
+
+
+def _within(t: Tally) -> float:
+    """Unbiased estimate of a task's outcome variance p(1 − p) from its n attempts, c passed."""
+    return t.c * (t.n - t.c) / (t.n * (t.n - 1)) if t.n > 1 else 0.0
+
+
+def _z(level: float) -> float:
+    from scipy.stats import norm  # imported here: scipy costs seconds at import
+
+    return float(norm.ppf(1 - (1 - level) / 2))
+
+
+def noise_floor(tallies: Sequence[Tally], *, level: float = LEVEL, power: float = POWER) -> dict[str, Any]:
+    """How noisy pass@1 of these tasks is when the same policy runs them again (tasks with n ≥ 1):
+
+        flip_rate              share of tasks with mixed outcomes (0 < c < n): they can flip between runs
+        within_task_variance   mean over tasks of the unbiased p(1 − p) = c(n − c) / (n(n − 1))
+        icc                    intra-class correlation of outcomes within tasks (one-way ANOVA
+                               estimator: (MSB − MSW) / (MSB + (n₀ − 1) MSW), clipped to [0, 1])
+        design_effect          1 + (n̄ − 1) · icc;  effective_samples = Σn / design_effect
+                               (independent attempts the Σn correlated ones are worth)
+        min_detectable_difference  of pass@1 between this run and another run of the same tasks
+                               with the same attempts (paired: task difficulty cancels, only the
+                               attempts' own noise stays): (z_{1−α/2} + z_power) · SE₀, with
+                               SE₀² = 2 Σ wᵢ² σᵢ² / nᵢ, wᵢ = nᵢ/Σn, σᵢ² the within-task variance;
+                               None with fewer than 2 attempts per task (no variance estimate)
+
+    at `level` (two-sided) and `power` (scipy's normal quantiles)."""
+    ts = [t for t in tallies if t.n > 0]
+    N = sum(t.n for t in ts)
+    out: dict[str, Any] = {"flip_rate": None, "within_task_variance": None, "icc": None, "design_effect": None,
+                           "effective_samples": None, "min_detectable_difference": None, "level": level,
+                           "power": power}
+    if not ts:
+        return out
+    out["flip_rate"] = sum(0 < t.c < t.n for t in ts) / len(ts)
+    multi = [t for t in ts if t.n > 1]
+    if not multi:
+        return out
+    out["within_task_variance"] = sum(_within(t) for t in multi) / len(multi)
+    T = len(ts)
+    pbar = sum(t.c for t in ts) / N
+    if T > 1 and N > T:
+        msb = sum(t.n * (t.c / t.n - pbar) ** 2 for t in ts) / (T - 1)
+        msw = sum(t.c * (t.n - t.c) / t.n for t in ts) / (N - T)
+        n0 = (N - sum(t.n ** 2 for t in ts) / N) / (T - 1)
+        denom = msb + (n0 - 1) * msw
+        icc = 0.0 if denom <= 0 else min(1.0, max(0.0, (msb - msw) / denom))
+        out["icc"] = icc
+        out["design_effect"] = 1 + (N / T - 1) * icc
+        out["effective_samples"] = N / out["design_effect"]
+    se0 = math.sqrt(2 * sum((t.n / N) ** 2 * _within(t) / t.n for t in ts))
+    out["min_detectable_difference"] = (_z(level) + _z_one(power)) * se0
+    return out
+
+
+def _z_one(power: float) -> float:
+    from scipy.stats import norm
+
+    return float(norm.ppf(power))
+
+
+def paired_noise_test(base: Sequence[Tally], cand: Sequence[Tally], *, level: float = LEVEL, power: float = POWER,
+                      tests: int = 1) -> dict[str, Any]:
+    """Is the pass@1 change between two runs of the same tasks (base[i], cand[i]: task i) more than
+    the attempts' own noise? Δ = Σc'/Σn' − Σc/Σn; SE² = Σ w'ᵢ² σ'ᵢ²/n'ᵢ + Σ wᵢ² σᵢ²/nᵢ (within-task
+    variances, task difficulty cancels); distinguishable when |Δ| > z · SE with z at level
+    1 − (1 − level)/tests (Bonferroni over the `tests` changes judged together: overall, each
+    domain, each tag). When not: the repeats per task, or tasks of the same kind, that would make a
+    change of this size detectable with `power` (SE shrinks as 1/√n: factor ((z + z_power)·SE/|Δ|)²)."""
+    if len(base) != len(cand):
+        raise ValueError("paired noise test: the two runs must list the same tasks")
+    pairs = [(b, c) for b, c in zip(base, cand) if b.n > 0 and c.n > 0]
+    nb, nc = sum(b.n for b, _ in pairs), sum(c.n for _, c in pairs)
+    out: dict[str, Any] = {"delta": None, "se": None, "distinguishable": None, "level": level, "tests": tests,
+                           "repeats_needed": None, "tasks_needed": None}
+    if not pairs or min(b.n for b, _ in pairs) < 2 or min(c.n for _, c in pairs) < 2:
+        return out
+    delta = sum(c.c for _, c in pairs) / nc - sum(b.c for b, _ in pairs) / nb
+    var = sum((b.n / nb) ** 2 * _within(b) / b.n + (c.n / nc) ** 2 * _within(c) / c.n for b, c in pairs)
+    se = math.sqrt(var)
+    z = _z(1 - (1 - level) / tests)
+    out.update(delta=delta, se=se, distinguishable=bool(se == 0 and delta != 0) or (se > 0 and abs(delta) > z * se))
+    if not out["distinguishable"] and delta != 0 and se > 0:
+        factor = ((z + _z_one(power)) * se / abs(delta)) ** 2
+        k = max(b.n for b, _ in pairs)
+        out["repeats_needed"] = math.ceil(k * factor)
+        out["tasks_needed"] = math.ceil(len(pairs) * factor)
+    return out
 
 
 def _pair(x: tuple[float, float] | None) -> list[float] | None:
@@ -160,5 +258,6 @@ def paired_bootstrap_delta(base: Sequence[Tally], cand: Sequence[Tally], *, resa
             "p_le_0": float((deltas <= 0).mean()), "level": level, "resamples": resamples, "tasks": len(base)}
 
 
-__all__ = ["LEVEL", "RESAMPLES", "Tally", "bootstrap_interval", "groups", "jeffreys_interval", "observed_k_of_k",
+__all__ = ["LEVEL", "POWER", "RESAMPLES", "Tally", "bootstrap_interval", "groups", "jeffreys_interval", "noise_floor",
+           "observed_k_of_k", "paired_noise_test",
            "paired_bootstrap_delta", "pass_at_1", "pass_at_k", "pass_hat_k", "solved_at_least_once", "summarize"]

@@ -15,7 +15,7 @@ unless told to compare on the common tasks / at a common k (`common_tasks`, `at_
 --common-tasks / --at-k), and the comparison's notes then say so (trainer/eval/compare.py).
 
 Sections: the runs (tasks, attempts, pass@1 with its Jeffreys and task-bootstrap intervals, pass@k,
-observed k/k, cost); per candidate the seed's Table 1 (observed k/k, pass@1, pass@k: base ->
+observed k/k, the noise floor: flip rate and minimum detectable pass@1 difference, cost); per candidate the seed's Table 1 (observed k/k, pass@1, pass@k: base ->
 candidate, change) with the paired bootstrap of the pass@1 change, Table 3 (costs) and the
 per-domain heatmap (Figure 3, trainer/eval/report_plots.py); cost per successful attempt vs
 pass@1 with the Pareto frontier (Figure 4); reliability curves (pass^k and pass@k vs k); per run,
@@ -148,7 +148,8 @@ def _img(name: str, alt: str) -> str:
 def runs_section(runs: Sequence[Run]) -> str:
     any_cost = any(r.cost for r in runs)
     headers = ["run", "file", "tasks", "attempts", "pass@1", "95% Jeffreys", "95% task bootstrap", "pass@k",
-               "observed k/k"] + (["campaign cost", "per successful attempt", "per dependable task"] if any_cost else [])
+               "observed k/k", "flip rate", "min. detectable Δ pass@1"] + (
+        ["campaign cost", "per successful attempt", "per dependable task"] if any_cost else [])
     rows = []
     for r in runs:
         o, k = r.overall, r.k
@@ -156,7 +157,8 @@ def runs_section(runs: Sequence[Run]) -> str:
         row = [_e(r.label), f"<code>{_e(r.path.name)}</code>", f"{o.tasks:,}",
                f"{o.attempts:,}", pct(o.pass_at_1.value), _interval(o.pass_at_1.jeffreys),
                _interval(o.pass_at_1.bootstrap), f"pass@{k} {pct(o.pass_at_k.get(k))}",
-               f"{obs.tasks:,} of {obs.over:,} ({pct(obs.share)}) at {k}/{k}"]
+               f"{obs.tasks:,} of {obs.over:,} ({pct(obs.share)}) at {k}/{k}", pct(o.flip_rate, 0),
+               "—" if o.min_detectable_difference is None else f"{o.min_detectable_difference * 100:.1f} pt"]
         if any_cost:
             c = r.cost
             row += ([_e(cmp_mod.dollars(c.campaign)) + ("" if c.complete else " (lower bound)"),
@@ -205,6 +207,11 @@ def comparison_section(base: Run, cand: Run, index: int, out_dir: Path, stem: st
         out.append(f'<p class="note">pass@1 change {_signed(pb["delta"] * 100, " pt")}, paired task bootstrap '
                    f'{int(pb["level"] * 100)}% [{lo * 100:+.2f}, {hi * 100:+.2f}] pt over {pb["tasks"]:,} shared tasks '
                    f'({pb["resamples"]:,} draws; share of draws with no gain: {pb["p_le_0"]:.3f}).</p>')
+    nz = c.get("noise")
+    if nz:
+        lines = [cmp_mod.noise_line("pass@1 change", nz["overall"], nz["tests"])]
+        lines += [cmp_mod.noise_line(d, x, nz["tests"]) for d, x in nz["domains"].items()]
+        out.append('<p class="note">' + "<br>".join(_e(x) for x in lines) + "</p>")
     if c.get("table3"):
         trows = []
         for row in c["table3"]["rows"]:

@@ -20,6 +20,15 @@ def summary_text(doc: AggDoc, path: str | Path) -> str:
         lines.append(f"  pass@1 {pct(p1.value)} (Jeffreys {pct(j[0])}–{pct(j[1])}, bootstrap {pct(b[0])}–{pct(b[1])})"
                      f"   pass@{k} {pct(o.pass_at_k.get(k))}   pass^{k} {pct(o.pass_hat_k.get(k))}"
                      f"   observed {k}/{k} {kk.tasks} ({pct(kk.share)})")
+    if o.noise is not None and o.flip_rate is not None:
+        nz = o.noise
+        mdd = o.min_detectable_difference
+        lines.append(f"  noise: {o.flip_rate:.0%} of tasks flip (mixed outcomes), ICC "
+                     + ("—" if nz.get("icc") is None else f"{nz['icc']:.2f}")
+                     + ", effective samples " + ("—" if nz.get("effective_samples") is None
+                                                 else f"{nz['effective_samples']:,.0f}")
+                     + f" of {o.attempts:,}, minimum detectable pass@1 difference "
+                     + ("—" if mdd is None else f"{mdd * 100:.1f} pt") + " (paired, 95%, 80% power)")
     if o.note:
         lines.append(f"  note: {o.note}")
     width = max((len(d) for d in doc.by_domain), default=6)

@@ -135,7 +135,7 @@ def test_help_example_runs(example, run_dir):
         pytest.skip("vLLM parsers env not built: bash scripts/setup_vllm_parsers_env.sh")
     cwd = os.getcwd()
     os.chdir(ROOT)  # examples name paths relative to the repository root
-    if argv[0] in ("run", "show", "probe", "quickstart", "report", "checkpoint"):  # they write files: in a scratch directory that sees data/ and tests/
+    if argv[0] in ("run", "show", "probe", "quickstart", "report", "checkpoint", "warm-start"):  # they write files: in a scratch directory that sees data/ and tests/
         os.chdir(run_dir)
         if argv[0] == "show" and not Path(argv[1]).exists():
             assert invoke("run", "data/samples", "--policy", "synthetic", "--repeat", "2", "--output", argv[1],

@@ -7,6 +7,7 @@ engine test at the end."""
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -169,3 +170,19 @@ def test_cli_bad_input_is_one_clear_message(tmp_path):
     (tmp_path / "w").mkdir()
     (tmp_path / "w" / "config.json").write_text("{}")
     assert re.search(r"already holds a checkpoint \(config.json\); --force replaces it", bad())
+
+
+def test_golden_probability_is_that_of_the_sampling_distribution(base, golden):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(base))
+    ex = ws.example_from_record(golden[UIDS[0]], keep_turns=0.01)  # the first turn: ~30 tokens, p ~ 1e-150
+    untruncated = ws.golden_probability(model, [ex])[ex.uid]
+    with torch.no_grad():  # by hand: the model's own shifted loss is the mean of -log p over the labelled tokens
+        loss = model(input_ids=torch.tensor([ex.input_ids]), labels=torch.tensor([ex.labels])).loss.item()
+    assert 0 < untruncated < 1e-100
+    assert math.log(untruncated) == pytest.approx(-loss * ex.trained_tokens, rel=1e-4)
+    # a random model's golden tokens are never all inside a top-20 nucleus; greedy reproduces them or not
+    assert ws.golden_probability(model, [ex], top_k=20, top_p=0.95)[ex.uid] == 0.0
+    assert ws.golden_probability(model, [ex], temperature=0)[ex.uid] == 0.0

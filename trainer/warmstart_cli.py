@@ -55,12 +55,13 @@ def warm_start_command(
     response ids, response mask: the records' `tokens`) is one example, trained with the loss only on
     the assistant's tokens, by transformers' Trainer on CPU. The checkpoint in OUTPUT loads as
     --policy hf:OUTPUT. --epochs, --keep-turns and --keep-tasks make a model that solves some tasks
-    some of the time (docs/training.md, "The golden warm start").
+    some of the time (docs/training.md, "The golden warm start"). Play it with a user and a judge, as the
+    golden episodes were: tbt run data/samples --test-list data/samples/lists/toy.yaml --policy hf:warm,max_tokens=256
+    --user scripted --judge synthetic -n 4 -o warm-runs.jsonl
 
     \b
     Examples:
-      tbt warm-start data/samples --test-list data/samples/lists/toy.yaml -o warm --epochs 2 --no-progress
-      tbt run data/samples --test-list data/samples/lists/toy.yaml --policy hf:warm,max_tokens=96 -n 2 -o warm-runs.jsonl
+      tbt warm-start data/samples --test-list data/samples/lists/toy.yaml -o warm --epochs 2
     """
     from trainer.rollout.record import RecordFileError, read_records
     from trainer.rollout.runner import RunPlan
@@ -112,13 +113,19 @@ def warm_start_command(
     err.print(f"train  {len(selection.examples)} trajectories ({len(selection.left_out)} task(s) left out by "
               f"--keep-tasks), {tokens} assistant tokens, {epochs:g} epochs, lr {lr:g}", markup=False, highlight=False)
     trained = ws.fine_tune(base, selection.examples, output, options)
+    sampling = spec.sampling
+    golden_p = ws.checkpoint_golden_probability(output, read_records(golden), temperature=sampling.temperature,
+                                                top_k=sampling.top_k, top_p=sampling.top_p)
     manifest = ws.write_manifest(output, base=str(base), dataset=str(dataset), test_list=str(test_list) if test_list else None,
                                  options=options, keep_turns=keep_turns, keep_tasks=keep_tasks, selection=selection,
-                                 result=trained, golden_seconds=golden_seconds)
-    summary = {"checkpoint": str(output), "tasks": len(selection.examples), "steps": trained.steps,
+                                 result=trained, golden_seconds=golden_seconds, golden_p=golden_p)
+    for uid, p in golden_p.items():
+        err.print(f"golden p  {p:.3f}  {uid}", markup=False, highlight=False)
+    summary = {"checkpoint": str(output), "tasks": len(selection.examples), "steps": trained.steps, "golden_p": golden_p,
                "first_loss": trained.first_loss, "last_loss": trained.last_loss, "seconds": manifest["seconds"]}
     if as_json:
         out.print(json.dumps(summary), markup=False, highlight=False)
     else:
         out.print(f"warm start: {trained.steps} steps, loss {trained.first_loss:.3f} → {trained.last_loss:.3f}, "
                   f"{trained.seconds:.0f} s → {output} (--policy hf:{output})", markup=False, highlight=False)
+

@@ -199,6 +199,52 @@ def masked_lm_loss(model: Any, input_ids: Any, labels: Any, attention_mask: Any)
     return F.cross_entropy(logits.float(), targets[keep])
 
 
+def golden_probability(model: Any, examples: Sequence[Example], *, temperature: float = 1.0, top_k: int | None = None,
+                       top_p: float = 1.0) -> dict[str, float]:
+    """Per example: the probability that sampling as the policy samples (temperature, then top-k,
+    then top-p: transformers' own warpers, in `generate`'s order) reproduces its labelled tokens,
+    teacher-forced on the rest of its trajectory. Tool results and the scripted user's replies
+    follow from the calls, so for a full golden trajectory this is a lower bound of the task's pass
+    rate (other paths may pass too); 0 where a golden token falls outside the nucleus."""
+    import torch
+    from transformers.generation import TopKLogitsWarper, TopPLogitsWarper
+
+    out = {}
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        for ex in examples:
+            ids = torch.tensor([ex.input_ids])
+            labels = torch.tensor([ex.labels])
+            hidden = model.get_decoder()(input_ids=ids).last_hidden_state
+            targets = labels[:, 1:]
+            keep = targets != IGNORE
+            scores = model.get_output_embeddings()(hidden[:, :-1][keep]).float()
+            if temperature > 0:
+                scores = scores / temperature
+                if top_k:
+                    scores = TopKLogitsWarper(top_k)(None, scores)
+                if top_p < 1:
+                    scores = TopPLogitsWarper(top_p)(None, scores)
+                logp = torch.log_softmax(scores, dim=-1).gather(1, targets[keep][:, None]).sum().item()
+                out[ex.uid] = math.exp(logp)
+            else:  # greedy: the golden tokens are reproduced or not
+                out[ex.uid] = float(bool((scores.argmax(-1) == targets[keep]).all()))
+    model.train(was_training)
+    return out
+
+
+def checkpoint_golden_probability(checkpoint: str | Path, records: Iterable[EpisodeRecord], **sampling: Any) -> dict[str, float]:
+    """`golden_probability` of the model at `checkpoint` on every passed golden trajectory of
+    `records`, whole (the turns and tasks left out of training too); `sampling`: temperature,
+    top_k, top_p."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(checkpoint), dtype=torch.float32, local_files_only=True)
+    return golden_probability(model, examples_from_records(records).examples, **sampling)
+
+
 def _trainer_class() -> type:
     from transformers import Trainer
 
@@ -269,14 +315,14 @@ def fine_tune(base: str | Path, examples: Sequence[Example], out: str | Path, op
 
 def write_manifest(out: str | Path, *, base: str, dataset: str, test_list: str | None, options: TrainOptions,
                    keep_turns: float, keep_tasks: float, selection: Selection, result: TrainResult,
-                   golden_seconds: float) -> dict[str, Any]:
+                   golden_seconds: float, golden_p: dict[str, float] | None = None) -> dict[str, Any]:
     """`out/warm_start.json`: what the checkpoint was trained from and how."""
     manifest = {
         "base": base, "dataset": dataset, "test_list": test_list,
         "options": {**asdict(options), "keep_turns": keep_turns, "keep_tasks": keep_tasks},
         "tasks": [{"uid": e.uid, "turns": e.turns, "total_turns": e.total_turns, "tokens": len(e.input_ids),
                    "trained_tokens": e.trained_tokens} for e in selection.examples],
-        "golden_failed": selection.failed, "left_out": selection.left_out,
+        "golden_failed": selection.failed, "left_out": selection.left_out, "golden_p": golden_p or {},
         "steps": result.steps, "first_loss": result.first_loss, "last_loss": result.last_loss, "losses": result.losses,
         "seconds": {"golden": round(golden_seconds, 2), "train": round(result.seconds, 2)},
     }
@@ -285,5 +331,5 @@ def write_manifest(out: str | Path, *, base: str, dataset: str, test_list: str |
 
 
 __all__ = ["IGNORE", "MANIFEST", "Example", "Selection", "TrainOptions", "TrainResult", "WarmStartError",
-           "assistant_spans", "collate", "example_from_record", "examples_from_records", "fine_tune", "golden_policy",
+           "assistant_spans", "checkpoint_golden_probability", "collate", "example_from_record", "examples_from_records", "fine_tune", "golden_policy", "golden_probability",
            "masked_lm_loss", "write_manifest"]

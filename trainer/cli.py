@@ -30,6 +30,7 @@ from trainer.env.errors import DatasetError, TaskFormatError
 from trainer.env.taskformat.tasks import Dataset, load_dataset
 from trainer.eval_cli import aggregate_command, compare_command, eval_command
 from trainer.export_cli import export_command
+from trainer.help_cli import install as install_help_format
 from trainer.parity_cli import parity_command
 from trainer.probe_cli import probe_command, quickstart_command
 from trainer.report_cli import report_command
@@ -73,6 +74,7 @@ def _epilog() -> str:
     return "Examples (every command):\n\n\b\n" + "\n".join(lines)
 
 
+install_help_format()  # help wrapped between tokens, never inside one (trainer/help_cli.py)
 app = typer.Typer(
     help="thinkingbox-training: train and evaluate tool-using agents on stateful business workflows.",
     epilog=_epilog(), rich_markup_mode=None, no_args_is_help=True, add_completion=False,
@@ -96,7 +98,7 @@ app.command("export")(export_command)
 app.command("warm-start")(warm_start_command)
 app.add_typer(checkpoint_app, name="checkpoint")
 
-out = Console()
+out = Console(emoji=False)  # a `:100:` in user data stays text (rich would print an emoji)
 
 DatasetArg = Annotated[Path, typer.Argument(help="Dataset folder (agent/, scenario/, test_case/).",
                                             exists=True, file_okay=False)]

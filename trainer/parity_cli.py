@@ -36,6 +36,8 @@ def parity_command(
     """
     try:
         P.check_against(against)  # before reading records or loading the tokenizer
+        if against == "vllm":
+            vllm_python = P.require_vllm_env(vllm_python)  # and its environment, before any work
         if (records is None) == (generate is None):
             raise P.RecordError("give a records file or --generate N (one of the two)")
         if generate is not None:

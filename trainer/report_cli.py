@@ -13,7 +13,7 @@ from rich.console import Console
 if TYPE_CHECKING:
     from trainer.eval.report import Section
 
-err = Console(stderr=True)
+err = Console(stderr=True, emoji=False)
 
 
 def _fail(msg: str) -> NoReturn:

@@ -59,8 +59,8 @@ SamplingOpt = Annotated[Optional[Path], typer.Option("--sampling", exists=True, 
     "Default: configs/sampling.yaml, the one training samples with; a policy spec's options override."))]
 
 
-err = Console(stderr=True, soft_wrap=True)
-out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True, emoji=False)  # no emoji codes: `r.jsonl:100:` stays text
+out = Console(soft_wrap=True, emoji=False)
 
 
 def fail(msg: str) -> NoReturn:
@@ -262,9 +262,16 @@ def show_command(
     records: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="Records file (JSONL) of tbt run.")],
     uid: Annotated[Optional[str], typer.Argument(help="Task uid; omitted: a table of every episode.")] = None,
     repetition: Annotated[Optional[int], typer.Option("--repetition", "-r", help="Which repetition (default: all of the uid).")] = None,
-    failed: Annotated[bool, typer.Option("--failed", help="Only failed episodes (and system errors).")] = False,
+    failed: Annotated[bool, typer.Option("--failed", help=(
+        "Only failed episodes and system errors: the records' and every attempt in the errors file "
+        "(--errors)."))] = False,
+    errors: Annotated[Optional[Path], typer.Option("--errors", dir_okay=False, help=(
+        "The run's system-error attempts (JSONL) read with --failed. Default: RECORDS's name with "
+        ".errors.jsonl, when it exists."))] = None,
 ) -> None:
     """Print episodes of a records file: a table, or one task's episodes with verdict and diff.
+
+    A uid is never cut, in a terminal or piped (`tbt show r.jsonl | grep ...`).
 
     \b
     Examples:
@@ -273,24 +280,36 @@ def show_command(
       tbt show r.jsonl --failed
     """
     from trainer.rollout.record import RecordFileError, read_records
-    from trainer.rollout.show import render_episode, summary_table
+    from trainer.rollout.runner import default_errors_path
+    from trainer.rollout.show import render_episode, summary_table, table_width
 
+    errors_path = errors or default_errors_path(records)
+    if errors is not None and not errors.is_file():
+        fail(f"error: --errors {errors}: no such file")
     try:
         recs = read_records(records)
+        attempts = read_records(errors_path) if failed and errors_path.is_file() else []
     except RecordFileError as e:
         fail(f"error: {e}")
     if failed:
         recs = [r for r in recs if not r.passed]
     if uid is None:
-        out.print(summary_table(recs))
+        table = summary_table(recs, attempts)
+        wide(table_width(table)).print(table)
         return
-    chosen = [r for r in recs if r.uid == uid and (repetition is None or r.repetition == repetition)]
+    chosen = [r for r in [*recs, *attempts] if r.uid == uid and (repetition is None or r.repetition == repetition)]
     if not chosen:
-        known = sorted({r.uid for r in recs})
+        known = sorted({r.uid for r in [*recs, *attempts]})
         import difflib
 
         close = difflib.get_close_matches(uid, known, n=3)
         fail(f"error: {records}: no episode of {uid!r}" + (f" repetition {repetition}" if repetition is not None else "")
               + (f"; did you mean {', '.join(close)}?" if close else ""))
     for r in chosen:
-        out.print(render_episode(r))
+        wide(160).print(render_episode(r))
+
+
+def wide(width: int) -> Console:
+    """`out`, or when stdout is not a terminal (a pipe, a file) a console `width` columns wide:
+    rich would fit everything to 80 columns there, cutting uids and paths."""
+    return out if out.is_terminal else Console(soft_wrap=True, emoji=False, width=max(out.width, width))

@@ -45,4 +45,37 @@ def serve_proxy_command(
         raise typer.Exit(2)
     app = build_app(ProxyConfig(upstream=upstream, family=family, model=model, timeout_s=timeout,  # type: ignore[arg-type]
                                 record=str(record) if record is not None else None))
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    serve(uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")),
+          f"upstream {upstream}, family {family}" + (f", recording to {record}" if record is not None else ""))
+
+
+def serve(server, what: str) -> None:
+    """Run a uvicorn server, printing `listening on http://HOST:PORT (what)` once its socket is
+    bound (the port it really got: --port 0 picks a free one); one that cannot bind is uvicorn's
+    message and ours naming the address, exit 1."""
+    import asyncio
+
+    async def announce() -> None:
+        while not server.started:
+            if server.should_exit:
+                return
+            await asyncio.sleep(0.05)
+        host, port = server.servers[0].sockets[0].getsockname()[:2]
+        shown = f"[{host}]" if ":" in host else host
+        typer.echo(f"tbt serve-proxy: listening on http://{shown}:{port} ({what}); Ctrl-C stops it")
+
+    async def main() -> None:
+        task = asyncio.create_task(announce())
+        try:
+            await server.serve()
+        finally:
+            task.cancel()
+
+    try:
+        asyncio.run(main())
+    except SystemExit:  # uvicorn's own exit when it cannot start (it said why above)
+        pass
+    if not server.started:
+        cfg = server.config
+        typer.echo(f"error: tbt serve-proxy: could not listen on {cfg.host}:{cfg.port} (--host, --port)", err=True)
+        raise typer.Exit(1)

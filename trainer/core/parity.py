@@ -295,10 +295,19 @@ def default_vllm_python() -> Path:
     return Path(os.environ.get("TBT_VLLM_PYTHON", Path.cwd() / ".deps/vllm-parsers/bin/python"))
 
 
-def run_vllm(records: list[Record], tokenizer_dir: Path, python: Path) -> dict[str, dict[str, Any]]:
-    if not Path(python).exists():
+def require_vllm_env(python: Path | None = None) -> Path:
+    """The vLLM parsers environment's Python (`python`, else `default_vllm_python()`), or
+    `VllmEnvMissing` naming where it was looked for: cheap, so `tbt parity --against vllm` says
+    so before generating, reading or replaying anything."""
+    python = Path(python) if python is not None else default_vllm_python()
+    if not python.exists():
         raise VllmEnvMissing(f"vLLM parsers environment not found at {python}: build it with "
-                             "`bash scripts/setup_vllm_parsers_env.sh` (or set TBT_VLLM_PYTHON)")
+                             "`bash scripts/setup_vllm_parsers_env.sh` (or set TBT_VLLM_PYTHON, or --vllm-python)")
+    return python
+
+
+def run_vllm(records: list[Record], tokenizer_dir: Path, python: Path) -> dict[str, dict[str, Any]]:
+    require_vllm_env(python)
     lines = "".join(json.dumps({k: v for k, v in asdict(r).items() if k != "token_ids"}) + "\n" for r in records)
     proc = subprocess.run([str(python), str(Path(__file__).with_name("parity_vllm.py")), str(tokenizer_dir)],
                           input=lines, capture_output=True, text=True, timeout=600)

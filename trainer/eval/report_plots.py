@@ -5,7 +5,8 @@
   solved at least once), observed k/k, in %. Three panels: base, candidate (blue shading by level,
   one scale per metric shared by both panels) and the change in points (green gains, red declines,
   white none; a scale symmetric around 0).
-- `pareto`: the seed's Figure 4. Cost per successful attempt ($, y) against pass@1 (%, x), one
+- `pareto`: the seed's Figure 4. Cost per successful attempt ($, y, plain decimals: no offset or
+  power-of-ten note) against pass@1 (%, x), one
   point per run; the Pareto cost frontier (no other run has pass@1 at least as high for at most
   the cost, one of them strictly) ringed and joined; a golden arrow from the first run (base) to
   the second (candidate, a diamond).
@@ -117,7 +118,14 @@ def heatmap(domains: Sequence[str], metrics: Sequence[str], base: Sequence[Seque
 def pareto(runs: Sequence[ParetoPoint], path: Path) -> Path:
     """Figure 4: one point per run, in report
     order (the first is the base, the second the candidate)."""
+    return _save(pareto_figure(runs), path)
+
+
+def pareto_figure(runs: Sequence[ParetoPoint]) -> Figure:
+    """Figure 4 as a `Figure` (what `pareto` saves). The cost axis reads in plain dollars: no
+    offset or power-of-ten note beside "($)" (costs of 1e-5 $ read 0.00001)."""
     from matplotlib.figure import Figure
+    from matplotlib.ticker import ScalarFormatter
 
     fig = Figure(figsize=(7.5, 5), dpi=DPI)
     ax = fig.subplots()
@@ -139,11 +147,14 @@ def pareto(runs: Sequence[ParetoPoint], path: Path) -> Path:
     ax.set_ylim(max(0.0, min(ys) - pady), max(ys) + pady)
     ax.set_xlabel("pass@1 (%)")
     ax.set_ylabel("cost per successful attempt ($)")
+    plain = ScalarFormatter(useOffset=False)
+    plain.set_scientific(False)
+    ax.yaxis.set_major_formatter(plain)
     ax.set_title("Cost per successful attempt vs pass@1 (lower right is better)", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper right")
     fig.tight_layout()
-    return _save(fig, path)
+    return fig
 
 
 def reliability(runs: Sequence[Curve], path: Path) -> Path:

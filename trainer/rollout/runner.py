@@ -165,7 +165,7 @@ class _Progress:
         self.bar = Progress(TextColumn("episodes"), BarColumn(), MofNCompleteColumn(),
                             TextColumn("{task.fields[rate]} ep/s"), TimeElapsedColumn(), TextColumn("ETA"),
                             TimeRemainingColumn(), TextColumn("pass {task.fields[pass_rate]}"),
-                            TextColumn("sys-err {task.fields[errors]}"), console=Console(stderr=True))
+                            TextColumn("sys-err {task.fields[errors]}"), console=Console(stderr=True, emoji=False))
         self.task = self.bar.add_task("run", total=total, completed=done, rate="-", pass_rate="-", errors=0)
         self.t0 = time.perf_counter()
         self.bar.start()

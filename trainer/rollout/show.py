@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from rich.console import Group, RenderableType
+from rich.measure import Measurement
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -106,15 +107,34 @@ def render_episode(r: EpisodeRecord) -> Group:
     return Group(*parts)
 
 
-def summary_table(records: list[EpisodeRecord]) -> Table:
-    t = Table(title=f"{len(records)} episode(s)")
-    for col in ("uid", "rep", "verdict", "reward", "ended", "turns", "seconds"):
-        t.add_column(col)
+def summary_table(records: list[EpisodeRecord], errors: list[EpisodeRecord] = ()) -> Table:
+    """One row per episode, then one per system-error attempt (`errors`, from the errors file:
+    never scored, re-run by the run). A uid is never cut or folded: the column is as wide as the
+    longest (print with `table_width` when the output is not a terminal)."""
+    rows = [*records, *errors]
+    title = f"{len(records)} episode(s)" + (f", {len(errors)} system-error attempt(s) from the errors file" if errors else "")
+    t = Table(title=title)
+    t.add_column("uid", no_wrap=True, min_width=max((len(r.uid) for r in rows), default=3))
+    for col in ("rep", "attempt", "verdict", "reward", "ended", "turns", "seconds"):
+        t.add_column(col, no_wrap=col != "ended", min_width=8 if col == "ended" else None)
     for r in records:
         verdict = "sys-err" if r.system_error else ("pass" if r.passed else "fail")
-        t.add_row(r.uid, str(r.repetition), verdict, f"{r.reward:g}", r.end_reason,
+        t.add_row(Text(r.uid), str(r.repetition), str(r.attempt), verdict, f"{r.reward:g}", Text(r.end_reason),
                   str(r.turns.get("agent", "")), f"{r.timings.get('total', 0):.3f}")
+    for r in errors:
+        t.add_row(Text(r.uid), str(r.repetition), str(r.attempt), Text("sys-err", style="yellow"), "-",
+                  Text(_short(r.system_error or r.end_reason, 80)), str(r.turns.get("agent", "")),
+                  f"{r.timings.get('total', 0):.3f}")
     return t
 
 
-__all__ = ["diff_table", "render_episode", "summary_table"]
+def table_width(table: Table) -> int:
+    """The width `table` needs to print without cutting a cell (for output that is not a terminal,
+    where rich would otherwise fit it to 80 columns)."""
+    from rich.console import Console
+
+    console = Console(width=10_000)
+    return Measurement.get(console, console.options, table).maximum
+
+
+__all__ = ["diff_table", "render_episode", "summary_table", "table_width"]

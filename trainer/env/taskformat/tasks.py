@@ -572,7 +572,7 @@ def load_dataset(root: str | Path, test_list: str | Path | None = None, strict: 
                 else DEFAULT_MAX_USER_SIM_TURNS,
                 max_agent_sim_turns=cfg.get("max_agent_sim_turns"),
                 format_query=bool(cfg.get("format_query", False)), history=cfg.get("history"),
-                tags=list(scenario.tags) + list(cfg.get("tags") or []), config=cfg,
+                tags=list(dict.fromkeys([*scenario.tags, *(cfg.get("tags") or [])])), config=cfg,  # each tag once
                 metadata={"scenario": sname, **raw.metadata},
                 _compiled=compiled, _test_code=raw.test_code,
             )

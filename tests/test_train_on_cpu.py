@@ -115,7 +115,9 @@ def actor_state(step_dir: Path) -> dict:
 
 @pytest.mark.engine
 def test_after_sync_the_engine_scores_a_fixed_prompt_as_the_saved_actor(run):
-    """The engine's log-probs of the probe after step N's sync equal the step-N actor's."""
+    """The engine's log-probs of the probe after step N's sync (tagged global_steps N: the weights
+    after step N's update) equal the step-N actor's; the resumed launch's first sync serves the
+    restored step-2 weights."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -123,6 +125,8 @@ def test_after_sync_the_engine_scores_a_fixed_prompt_as_the_saved_actor(run):
 
     probes = [json.loads(x) for x in (run["work"] / "probe.jsonl").read_text().splitlines() if x.strip()]
     by_step = {p["global_steps"]: p["logprobs"] for p in probes}
+    resumed = [p for p in probes if p["sync"] == 1][-1]  # the second launch's first sync
+    assert resumed["global_steps"] == 2 and resumed["logprobs"] == by_step[2]
     cfg = AutoConfig.from_pretrained(str(run["work"] / "smoke" / "model"))
     for step in (1, 2):
         model = AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.float32)
@@ -130,7 +134,7 @@ def test_after_sync_the_engine_scores_a_fixed_prompt_as_the_saved_actor(run):
         assert not unexpected and set(missing) <= {"lm_head.weight"}
         model.tie_weights()
         actor = token_logprobs(model.eval(), PROBE_IDS, PROBE_RESPONSE)
-        engine = by_step[step + 1] if step + 1 in by_step else by_step[step]
+        engine = by_step[step]
         assert engine == pytest.approx(actor, abs=1e-4), (step, engine, actor)
     assert by_step.get(1) != by_step.get(2)  # the weights moved between the syncs
 

@@ -443,9 +443,14 @@ def test_eval_resumes_and_refuses_unresolved(tmp_path):
     r = invoke(*args)
     assert r.exit_code == 0 and "1 written now" in r.output and json.loads(agg.read_text())["coverage"]["complete"]
     bad, bad_agg = tmp_path / "nojudge.jsonl", tmp_path / "nojudge.agg.json"
-    r = invoke("eval", SAMPLES, "--test-list", TOY, "--policy", "synthetic", "--judge", "none", "--retries", "0",
-               "-n", "1", "-o", bad, "--aggregate-output", bad_agg, "--no-progress")
-    assert r.exit_code == 1 and not bad_agg.exists()
+    nojudge = ["eval", SAMPLES, "--test-list", TOY, "--policy", "synthetic", "--judge", "none", "--retries", "0",
+               "-n", "1", "-o", bad, "--aggregate-output", bad_agg, "--no-progress"]
+    r = invoke(*nojudge)  # tasks that ask a judge, and no judge: refused before any episode
     out = " ".join(r.output.split())
-    assert "unresolved toy_traps.py:test_checkout_suspended #0: 1 system-error attempt(s), the last grading:" in out
-    assert "2 unresolved" in out
+    assert r.exit_code == 2 and not bad.exists() and not bad_agg.exists()
+    assert "2 task(s) ask a judge" in out and "toy_traps.py:test_checkout_suspended" in out and "--skip-judged" in out
+    r = invoke(*nojudge, "--skip-judged")  # left out: the rest runs, and full coverage names the gaps
+    out = " ".join(r.output.split())
+    assert r.exit_code == 1 and not bad_agg.exists(), out
+    assert "left out" in out and "toy_traps.py:test_checkout_suspended" in out
+    assert len(bad.read_text().splitlines()) == 3  # the 3 tasks that ask no judge, once each

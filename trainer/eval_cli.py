@@ -15,7 +15,7 @@ import typer
 from trainer.run_cli import (
     POLICY_HELP, AgentOpt, CallTimeoutOpt, ConcurrencyOpt, FamilyOpt, JudgeOpt, MaxContextOpt,
     MaxSecondsOpt, MaxTokensTotalOpt, ProgressOpt, PythonOpt, RetriesOpt, SamplingOpt, SpecOptions, ConfigOpt, AgentViewOpt,
-    SkipInvalidOpt, StripSourcesOpt, ThinkingOpt, UseRayOpt, UserOpt, fail, play, report
+    SkipInvalidOpt, SkipJudgedOpt, StripSourcesOpt, ThinkingOpt, UseRayOpt, UserOpt, fail, play, report
 )
 
 PROFILE_HELP = ("full: every task × repetition scored exactly once, no system error left, else refuse "
@@ -109,6 +109,7 @@ def eval_command(
     call_timeout: CallTimeoutOpt = 30.0,
     sampling: SamplingOpt = None,
     skip_invalid: SkipInvalidOpt = False,
+    skip_judged: SkipJudgedOpt = False,
     use_ray: UseRayOpt = False,
     progress: ProgressOpt = True,
 ) -> None:
@@ -139,7 +140,7 @@ def eval_command(
                        strip_sources=strip_sources, sampling=sampling, config=config, agent_view=agent_view).to_spec()
     result = play(spec, RunPlan(output=output, repeat=repeat, errors_output=errors_output, concurrency=concurrency,
                                 retries=retries, seed=seed, progress=progress, use_ray=use_ray,
-                                skip_invalid=skip_invalid))
+                                skip_invalid=skip_invalid, skip_judged=skip_judged))
     report(result, repeat, output, exit_on_unresolved=False)
     if result.load_errors and coverage_profile == "full":
         for line in result.load_errors[:SHOWN]:

@@ -47,6 +47,8 @@ UseRayOpt = Annotated[bool, typer.Option("--ray", help="Spread episodes over a R
 ProgressOpt = Annotated[bool, typer.Option("--progress/--no-progress", help="Show the progress bar.")]
 SkipInvalidOpt = Annotated[bool, typer.Option("--skip-invalid", help=(
     "Run the tasks that load when some dataset entries do not (listed); without it any load error is exit 2."))]
+SkipJudgedOpt = Annotated[bool, typer.Option("--skip-judged", help=(
+    "With no judge (--judge none), leave out the tasks whose test asks one (listed) instead of refusing the run."))]
 ConfigOpt = Annotated[Optional[Path], typer.Option("--config", exists=True, dir_okay=False, help=(
     "The ThinkingBox framework's config.yaml (tb infer --config): its orchestrator.agent_model, user_model and "
     "judge_model give --policy, --user and --judge (with their sampling and keys; an option given here wins). "
@@ -224,6 +226,7 @@ def run_command(
     isolate: Annotated[bool, typer.Option("--isolate-tests", help="Run test functions in a subprocess.")] = False,
     sampling: SamplingOpt = None,
     skip_invalid: SkipInvalidOpt = False,
+    skip_judged: SkipJudgedOpt = False,
     use_ray: UseRayOpt = False,
     ray_workers: Annotated[Optional[int], typer.Option("--ray-workers", min=1, help="Ray actors (default: the cluster's CPUs).")] = None,
     progress: ProgressOpt = True,
@@ -254,7 +257,7 @@ def run_command(
                        agent_view=agent_view).to_spec()
     result = play(spec, RunPlan(output=output, repeat=repeat, errors_output=errors_output, concurrency=concurrency,
                                 retries=retries, seed=seed, progress=progress, use_ray=use_ray, ray_workers=ray_workers,
-                                skip_invalid=skip_invalid))
+                                skip_invalid=skip_invalid, skip_judged=skip_judged))
     report(result, repeat, output)
 
 

@@ -56,7 +56,9 @@ def test_the_scenarios_carry_the_policy_files_verbatim():
 def test_search_policy_is_served_from_the_embedded_index_when_no_server_offers_it():
     tools, (reply,) = session(SHOP, calls=[("search_policy", {"query": "return opened electronics"})])
     view = {t["name"]: t for t in tools}
-    assert [t["name"] for t in tools] == ["search_policy", "list_notes", "add_note"]
+    # the agent's view lists the servers' tools in their listing order; the embedded index's search
+    # (no server offers it) comes after them
+    assert [t["name"] for t in tools] == ["list_notes", "add_note", "search_policy"]
     assert view["search_policy"]["input_schema"] == kb_search.INPUT_SCHEMA
     assert view["search_policy"]["description"] == kb_search.DESCRIPTION and not view["search_policy"]["builtin"]
     found = snippets(reply)

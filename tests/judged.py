@@ -4,48 +4,24 @@
 from __future__ import annotations
 
 import asyncio
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from fakes import Endpoint, completion
 from trainer.domains import DOMAINS
 from trainer.env.grading.context import TestContext
 from trainer.env.grading.grader import grade
 from trainer.env.sandbox.mcp_host import Sandbox, ServerRegistry
 
 
-class ScriptedJudgeServer:
-    """An OpenAI-compatible `/v1/chat/completions` on 127.0.0.1 answering from a script, in order."""
+class ScriptedJudgeServer(Endpoint):
+    """An OpenAI-compatible `/v1/chat/completions` on 127.0.0.1 answering from a script, in order
+    (an empty answer once the script is done)."""
 
     def __init__(self, answers: list[str]):
         self.answers = list(answers)
-        self.requests: list[dict] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.requests.append({"path": self.path, "body": body})
-                answer = outer.answers.pop(0) if outer.answers else ""
-                data = json.dumps({"id": "x", "object": "chat.completion", "model": body.get("model"),
-                                   "choices": [{"index": 0, "finish_reason": "stop",
-                                                "message": {"role": "assistant", "content": answer}}]}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        super().__init__(lambda path, body: completion(self.answers.pop(0) if self.answers else ""))
 
     def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.stop()
 
 
 def graded_reply(task, reply: str, judge, golden_steps: bool = False) -> object:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from fakes import Endpoint, completion, model
+from fakes import completion, model
 from trainer.env.grading.judge import Judge
 from trainer.env.sandbox.mcp_host import ServerRegistry
 from trainer.env.taskformat.tasks import load_dataset
@@ -37,19 +37,6 @@ def tool_call(name: str, args: dict[str, Any]) -> str:
 GOLDEN = [tool_call("tickets_get_items", {"filter": "status:open"}),
           tool_call("tickets_update_item", {"item_id": 2, "status": "solved"}),
           "<think>\ndone\n</think>\n\nYour refund ticket is solved. <DONE>"]
-
-
-@pytest.fixture
-def endpoints():
-    made: list[Endpoint] = []
-
-    def make(answer):
-        made.append(Endpoint(answer))
-        return made[-1]
-
-    yield make
-    for e in made:
-        e.stop()
 
 
 def registry() -> ServerRegistry:

@@ -3,8 +3,8 @@ a crash or a system error; keys never leak; endpoints fail fast.
 
 Real components throughout: the sample dataset's toy tasks on the in-process domains, `runner.run`
 (what `tbt run` calls), real records files, `tbt` itself in a subprocess where the output streams
-matter, and OpenAI-compatible endpoints as real HTTP servers on 127.0.0.1 (`Fake`: it answers
-from a function of the request and records what it was sent).
+matter, and OpenAI-compatible endpoints as real HTTP servers on 127.0.0.1 (tests/fakes.py: it
+answers from a function of the request and records what it was sent).
 """
 
 from __future__ import annotations
@@ -15,9 +15,7 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -27,7 +25,8 @@ from trainer.core import tb_interpret as ti
 from trainer.core.adversarial_gen import generate
 from trainer.env.taskformat.tasks import load_dataset
 from trainer.rollout.episode import EpisodeConfig
-from trainer.rollout.http import Endpoint, EndpointError, post_json, retry_after
+from trainer.core.retry_after import retry_after
+from trainer.rollout.http import Endpoint, EndpointError, post_json
 from trainer.rollout.preflight import PreflightError, judged_tasks
 from trainer.rollout.record import EpisodeRecord, encode_line, read_records
 from trainer.rollout.runner import RunPlan, default_errors_path, local_execute, run, run_episodes
@@ -41,53 +40,10 @@ SUSPENDED = "toy_traps.py:test_checkout_suspended"  # its test asks the judge
 KEY = "sk-live-never-print-me-0042"
 
 
-class Fake:
-    """An OpenAI-compatible endpoint: `answer(path, body, headers)` -> (status, body, extra headers)."""
-
-    def __init__(self, answer):
-        self.answer, self.requests = answer, []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.requests.append((time.monotonic(), self.path, body))
-                status, reply, headers = outer.answer(self.path, body, dict(self.headers))
-                data = reply.encode() if isinstance(reply, str) else json.dumps(reply).encode()
-                self.send_response(status)
-                for k, v in {"Content-Type": "application/json", **headers}.items():
-                    self.send_header(k, v)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-
-    def turns(self):
-        """The requests that were agent turns (not the preflight's ping)."""
-        return [r for r in self.requests if r[2].get("messages") != [{"role": "user", "content": "ping"}]]
-
-    def stop(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 @pytest.fixture
-def fakes():
-    made = []
-
-    def make(answer):
-        made.append(Fake(answer))
-        return made[-1]
-
-    yield make
-    for f in made:
-        f.stop()
+def fakes(endpoints):
+    """Real local endpoints (tests/fakes.py) answering `answer(path, body, headers)`."""
+    return endpoints
 
 
 def completion(content, **extra):

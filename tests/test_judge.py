@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import logging
 import socket
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from pathlib import Path
 
@@ -18,6 +16,7 @@ from trainer.rollout.policy import SpecError
 from typer.testing import CliRunner
 
 from trainer.cli import app
+from trainer.core import redact
 from trainer.env.grading.chat_types import Text
 from trainer.env.grading.context import Judge, JudgeUnavailable, TestContext
 from trainer.env.golden import ReplayJudge
@@ -39,29 +38,11 @@ class Script:
 
 
 @pytest.fixture
-def endpoint():
+def endpoint(endpoints):
     script = Script()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            script.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
-            status, reply = script.replies.pop(0) if script.replies else (500, "no script left")
-            data = reply.encode() if isinstance(reply, str) else json.dumps(reply).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *a):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1", script
-    server.shutdown()
-    server.server_close()
+    ep = endpoints(lambda path, body: script.replies.pop(0) if script.replies else (500, "no script left"))
+    script.requests = ep.requests
+    yield ep.url, script
 
 
 def chat(content):
@@ -166,6 +147,35 @@ def test_unreachable_after_retries_is_unavailable(endpoint, caplog):
         judge_at(url, retries=2).text_yesno("t", "q")
     assert len(script.requests) == 3
     assert KEY not in caplog.text
+
+
+def test_retry_after_is_honoured_and_capped(endpoint):
+    url, script = endpoint
+    script.replies = [(429, {"error": "slow down"}, {"Retry-After": "1"}), (503, "busy", {"Retry-After": "3600"}),
+                      chat("yes")]
+    assert judge_at(url, retries=2, max_retry_after_s=0.3).yesno("q") is True
+    first, second, third = (r["at"] for r in script.requests)
+    assert second - first >= 0.3 and third - second >= 0.3  # the cap (0.3 s) under both asks
+    script.replies = [(429, {"error": "slow down"}, {"Retry-After": "1"}), chat("yes")]
+    n = len(script.requests)
+    assert judge_at(url, retries=1).yesno("q") is True  # backoff 0.01 s, but the reply asked for 1 s
+    assert script.requests[n + 1]["at"] - script.requests[n]["at"] >= 1.0
+
+
+def test_an_echoed_authorization_header_is_redacted_at_the_source(endpoint, caplog, monkeypatch):
+    """Whatever the judge endpoint echoes (its own key, another endpoint's registered key, any
+    Bearer credential), the judge's errors and logs hold none of it."""
+    other = "sk-policy-key-never-shown-77"
+    monkeypatch.setenv("TBT_POLICY_API_KEY", other)
+    redact.register_environment()
+    url, script = endpoint
+    echo = f"you sent Authorization: Bearer {KEY}; also {other} and Bearer zz-98765432abc"
+    script.replies = [(200, f"<html>{echo}</html>"), (503, echo), (401, {"error": echo})]
+    with caplog.at_level(logging.DEBUG), pytest.raises(JudgeUnavailable, match="HTTP 401") as e:
+        judge_at(url, retries=2).yesno("q")
+    for secret in (KEY, other, "zz-98765432abc"):
+        assert secret not in str(e.value) and secret not in caplog.text
+    assert "[redacted]" in str(e.value)
 
 
 def test_client_error_is_unavailable_without_retry(endpoint):

@@ -15,14 +15,13 @@ no retries but one after a 5xx: an `EndpointError` says why the endpoint cannot 
 from __future__ import annotations
 
 import asyncio
-import email.utils
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
 from trainer.core import redact as _redact_mod
+from trainer.core.retry_after import retry_after
 
 
 class EndpointError(RuntimeError):
@@ -54,25 +53,6 @@ class Endpoint:
         """`text` without this endpoint's key or any other secret (trainer/core/redact.py)."""
         text = text.replace(self.api_key, _redact_mod.MARK) if self.api_key else text
         return _redact_mod.redact(text)
-
-
-def retry_after(response: httpx.Response, cap: float) -> float | None:
-    """The seconds a `Retry-After` header asks to wait (a number or an HTTP date), at most `cap`;
-    None when there is no readable one."""
-    value = response.headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        seconds = float(value.strip())
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError, IndexError):
-            return None
-        seconds = when.timestamp() - time.time()
-    if seconds != seconds:  # NaN
-        return None
-    return min(max(seconds, 0.0), cap)
 
 
 async def post_json(endpoint: Endpoint, client: httpx.AsyncClient, path: str, body: dict[str, Any]) -> dict[str, Any]:

@@ -35,7 +35,10 @@ whose body is not a chat completion (not JSON, no `choices[0].message`) or whose
 carries no text (no `content`, null, or only whitespace: a reasoning model that spent its
 `max_tokens` thinking answers that way) exactly as it retries a 5xx. An endpoint that gives no
 answer after the retries (unreachable, 5xx, empty replies) raises `JudgeUnavailable`: a system
-error, never a 0, never a 1.
+error, never a 0, never a 1. Waits double from `backoff_s`; a 429 or 5xx reply's `Retry-After`
+(seconds or an HTTP date) is honoured, capped at `max_retry_after_s` (trainer/core/retry_after.py).
+Every message the judge raises or logs is redacted where it is made (trainer/core/redact.py): the
+judge's key, any registered secret, an Authorization header an endpoint echoes back.
 
 Configuration (`JudgeConfig.from_env`): `TBT_JUDGE_URL` (base URL, e.g. http://host:8000/v1),
 `TBT_JUDGE_MODEL`, and the key in `TBT_JUDGE_API_KEY` (or the variable named by `api_key_env`).
@@ -54,6 +57,8 @@ from typing import Any
 
 import httpx
 
+from trainer.core.redact import MARK, redact
+from trainer.core.retry_after import retry_after
 from trainer.env.grading.chat_types import Message, Text, as_messages
 
 log = logging.getLogger(__name__)
@@ -227,6 +232,7 @@ class JudgeConfig:
     timeout_s: float = 60.0  # per HTTP attempt
     retries: int = 3  # extra attempts after the first, on connection errors, 429, 5xx and empty replies
     backoff_s: float = 1.0  # first wait between attempts; doubles each time
+    max_retry_after_s: float = 60.0  # the longest wait a 429/5xx reply's Retry-After header gets
     max_tokens: int = 128  # max_completion_tokens (the benchmark's judge config); a motivation's JSON fits
     temperature: float = 0.0
     seed: int | None = 42  # the benchmark's judge config; None: not sent
@@ -269,12 +275,12 @@ class ChatJudge(Judge):
         """The model's reply to `messages` (`Text`s, or chat dicts), never empty. Retries as the
         module docstring says (an empty reply too), then raises `JudgeUnavailable`."""
         body = self.request(messages)
-        wait, last, what = self.config.backoff_s, "", "unreachable"
+        wait, last, what, asked = self.config.backoff_s, "", "unreachable", None
         for attempt in range(self.config.retries + 1):
             if attempt:
-                time.sleep(wait)
+                time.sleep(max(wait, asked or 0.0))
                 wait *= 2
-            what = "unreachable"
+            what, asked = "unreachable", None
             try:
                 r = self._http.post("/chat/completions", json=body)
             except httpx.HTTPError as e:
@@ -282,7 +288,8 @@ class ChatJudge(Judge):
                 log.warning("judge attempt %d failed: %s", attempt + 1, last)
                 continue
             if r.status_code == 429 or r.status_code >= 500:
-                last = f"HTTP {r.status_code}"
+                asked = retry_after(r, self.config.max_retry_after_s)
+                last = f"HTTP {r.status_code}" + (f", Retry-After {asked:g} s" if asked is not None else "")
                 log.warning("judge attempt %d failed: %s", attempt + 1, last)
                 continue
             if r.status_code >= 400:  # auth, bad model: retrying will not help
@@ -293,15 +300,18 @@ class ChatJudge(Judge):
                 log.warning("judge attempt %d failed: %s", attempt + 1, last)
                 continue
             return Text(role="assistant", content=content)
-        raise JudgeUnavailable(f"judge {what} after {self.config.retries + 1} attempts ({last}) at {self._where()}")
+        raise JudgeUnavailable(self._redact(f"judge {what} after {self.config.retries + 1} attempts ({last}) "
+                                            f"at {self._where()}"))
 
     def _where(self) -> str:
         """The URL without user info or query: either may hold a credential."""
         return str(httpx.URL(self.config.url).copy_with(username=None, password=None, query=None))
 
     def _redact(self, text: str) -> str:
+        """`text` without the judge's key, any registered secret or an echoed auth header
+        (trainer/core/redact.py), at the source: a judge error reaches records and logs."""
         key = self.config.api_key
-        return text.replace(key, "[redacted]") if key else text
+        return redact((text.replace(key, MARK) if key else text))
 
 
 def _wire(m: Message) -> dict[str, str]:

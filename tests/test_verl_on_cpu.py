@@ -21,6 +21,7 @@ from trainer.env.sandbox.mcp_host import ServerRegistry
 from trainer.env.taskformat.tasks import load_dataset
 from trainer.rollout.episode import EpisodeConfig, EpisodeSetup, run_episode
 from trainer.rollout.policy import EpisodeInfo
+from trainer.rollout.record import read_records
 from trainer.rollout.runner import episode_seed
 from trainer.rollout.synthetic import SyntheticJudge, SyntheticPolicy
 from trainer.rollout.setup import make_user
@@ -268,6 +269,33 @@ def test_a_member_that_keeps_failing_fails_its_group():
                       call_timeout=30.2)
     with pytest.raises(MemberSystemError, match="system error in all 2 attempts.*backend did not answer"):
         run(loop.run(dict(SAMPLING), **row(WRITE_TASK)))
+
+
+def test_a_record_json_cannot_hold_is_a_system_error_rerun_and_the_group_keeps_its_member(tmp_path, monkeypatch):
+    """A backend bug that leaves a value no JSON can hold in the record: that attempt is written
+    to the errors file and re-run; the scored record of the rerun is written and trained on."""
+    import trainer.verl.agent_loop as al
+
+    real, calls = al.run_episode, []
+
+    async def poisoned_once(task, setup, **kw):
+        rec = await real(task, setup, **kw)
+        calls.append(kw["attempt"])
+        if len(calls) == 1:
+            loop = {}
+            loop["self"] = loop
+            rec.messages.append(loop)
+        return rec
+
+    monkeypatch.setattr(al, "run_episode", poisoned_once)
+    out = run(agent_loop(SyntheticServer(p=1.0, seed=0), records_dir=str(tmp_path)).run(
+        dict(SAMPLING), **row(WRITE_TASK), global_steps=1))
+    assert calls == [0, 1] and out.reward_score == 1.0
+    assert out.extra_fields["reward_extra_info"]["system_error_reruns"] == 1
+    [err] = read_records(tmp_path / "step_1.errors.jsonl")
+    assert err.attempt == 0 and err.system_error.startswith("record cannot be written: RecursionError")
+    [ok] = read_records(tmp_path / "step_1.jsonl")
+    assert (ok.uid, ok.attempt, ok.passed) == (WRITE_TASK, 1, True)
 
 
 def test_a_row_that_names_no_task_is_an_error_naming_it():

@@ -90,6 +90,17 @@ async def play_with_retries(play: Callable[[int], Awaitable[EpisodeRecord]], *, 
         attempt += 1
 
 
+def writable(rec: EpisodeRecord, task: Task) -> EpisodeRecord:
+    """`rec`, or, when JSON cannot hold it (a circular or too deeply nested value: our bug or a
+    backend's, never the model's text, which records always take), the system error that stands
+    for it: that episode is re-run, the run goes on."""
+    try:
+        rec.to_json()
+    except (TypeError, ValueError, RecursionError) as e:
+        return _crashed(task, rec.repetition, rec.seed, rec.attempt, e, "record cannot be written")
+    return rec
+
+
 def default_errors_path(output: str | Path) -> Path:
     p = Path(output)
     return p.with_name(p.stem + ".errors.jsonl")
@@ -234,7 +245,7 @@ async def run_episodes(tasks: Sequence[Task], repeat: int, execute: Execute, *, 
 
             async def play(attempt: int) -> EpisodeRecord:
                 try:
-                    return await execute(task, rep, s, attempt)
+                    return writable(await execute(task, rep, s, attempt), task)
                 except Exception as e:  # an executor that broke (a dead worker): a system error like any other
                     return _crashed(task, rep, s, attempt, e)
 
@@ -250,15 +261,9 @@ async def run_episodes(tasks: Sequence[Task], repeat: int, execute: Execute, *, 
             if rec.system_error is None:
                 if identity is not None:
                     stamp(rec, identity)
-                try:
-                    writer.write(rec)
-                except (TypeError, ValueError, RecursionError) as e:  # JSON cannot hold it: this episode's
-                    rec = _crashed(task, rep, s, rec.attempt, e, "record cannot be written")  # system error
-                    failed(rec)
-                    result.unresolved.append((task.uid, rep, rec.system_error))
-                else:
-                    result.written += 1
-                    result.passed += rec.passed
+                writer.write(rec)
+                result.written += 1
+                result.passed += rec.passed
             else:
                 result.unresolved.append((task.uid, rep, rec.system_error))
             bar.update(result, 1)

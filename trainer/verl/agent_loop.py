@@ -30,7 +30,8 @@ records; validation rows to `val_step_<N>.jsonl`), and every system-error attemp
 `step_<N>.errors.jsonl`: `tbt show`, `tbt aggregate` and a reward audit read training as they read
 `tbt run`. Each worker appends whole lines (one write each) to the shared files. Their run
 identity (`run`, trainer/rollout/identity.py) names the policy `verl:<model path>`, the user and
-judge specs, the step's run seed and the dataset.
+judge specs, the step's run seed and the dataset. A record JSON cannot hold (`writable`: a circular
+or too deeply nested value, never model text) is that attempt's system error, re-run as below.
 
 A member whose episode ends in a **system error** (a backend timeout, a crashed server, an
 endpoint fault) is re-run here with a fresh sandbox, same task, same weights, up to
@@ -51,16 +52,15 @@ from typing import Any
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput
 
 from trainer.rollout.episode import run_episode
-from trainer.rollout.identity import dataset_block, run_block
+from trainer.rollout.identity import run_block
 from trainer.rollout.policy import Generation, SamplingParams, TokenClientPolicy
 from trainer.rollout.record import EpisodeRecord
-from trainer.rollout.runner import episode_seed, play_with_retries, step_seed
+from trainer.rollout.runner import episode_seed, play_with_retries, step_seed, writable
 from trainer.verl.env import TBConfig, worker_env
 
 log = logging.getLogger(__name__)
 
 
-_DATASET_BLOCKS: dict[str, dict[str, Any]] = {}  # dataset path -> its run.dataset block (a worker's datasets never change)
 
 
 class MemberSystemError(RuntimeError):
@@ -164,12 +164,10 @@ class ThinkingBoxAgentLoop(AgentLoopBase):
         seed = episode_seed(run_seed, uid, member)
         sampling = rollout_sampling(sampling_params, self.tb.max_turn_tokens)
         where = records_paths(self.tb, step, validation=extra.get("split") == "validation")
-        if path not in _DATASET_BLOCKS:
-            _DATASET_BLOCKS[path] = dataset_block(env.dataset(path).tasks.values(), path, None)
         kind = env.judge_identity.get("kind")
         run_id = run_block(policy=f"verl:{self.model_name}", user=self.tb.user or "none",
                            judge=self.tb.judge or ("$TBT_JUDGE_URL" if kind == "openai" else str(kind)),
-                           seed=run_seed, dataset=_DATASET_BLOCKS[path])
+                           seed=run_seed, dataset=env.dataset_block(path))
 
         versions: dict[int, PolicyVersions] = {}
 
@@ -182,7 +180,7 @@ class ThinkingBoxAgentLoop(AgentLoopBase):
             setup = env.setup(path, policy, max_response_tokens=self.response_length)
             rec = await run_episode(task, setup, repetition=member, seed=seed, attempt=attempt)
             rec.run = dict(run_id)
-            return rec
+            return writable(rec, task) if where is not None else rec
 
         def failed(rec: EpisodeRecord) -> None:
             log.warning("group member %s #%d attempt %d: system error (%s)", uid, member, rec.attempt, rec.system_error)

@@ -28,6 +28,7 @@ from typing import Any, Mapping
 
 from trainer.env.taskformat.tasks import Dataset, Task, load_dataset
 from trainer.rollout.episode import EpisodeConfig, EpisodeSetup
+from trainer.rollout.identity import dataset_block
 from trainer.rollout.policy import Policy
 from trainer.rollout.record import RecordWriter
 from trainer.rollout.runner import RunPlan
@@ -118,6 +119,7 @@ class WorkerEnv:
     datasets: dict[str, Dataset] = field(default_factory=dict)
     toolsets: dict[str, Any] = field(default_factory=dict)
     writers: dict[str, RecordWriter] = field(default_factory=dict)
+    blocks: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def writer(self, path: str | Path) -> RecordWriter:
         """This process's appender of a training records file (opened once, kept open)."""
@@ -133,6 +135,12 @@ class WorkerEnv:
         if key not in self.datasets:
             self.datasets[key] = load_dataset(key)
         return self.datasets[key]
+
+    def dataset_block(self, path: str) -> dict[str, Any]:
+        """The records' `run.dataset` block of a dataset (computed once: a worker's datasets never change)."""
+        if path not in self.blocks:
+            self.blocks[path] = dataset_block(self.dataset(path).tasks.values(), path, None)
+        return self.blocks[path]
 
     def task(self, path: str, uid: str) -> Task:
         ds = self.dataset(path)

@@ -454,3 +454,9 @@ def test_eval_resumes_and_refuses_unresolved(tmp_path):
     assert r.exit_code == 1 and not bad_agg.exists(), out
     assert "left out" in out and "toy_traps.py:test_checkout_suspended" in out
     assert len(bad.read_text().splitlines()) == 3  # the 3 tasks that ask no judge, once each
+    assert "missing toy_traps.py:test_checkout_suspended #0: left out (asks a judge; the run has none" in out
+    r = invoke(*nojudge, "--skip-judged", "--coverage-profile", "none")  # aggregated, and agg.json says why
+    cov = json.loads(bad_agg.read_text())["coverage"]
+    assert r.exit_code == 0 and "2 task(s) left out by the run" in " ".join(r.output.split())
+    assert len(cov["left_out"]) == 2 and "toy_traps.py:test_checkout_suspended" in cov["left_out"]
+    assert all(m.endswith("(asks a judge; the run has none (--skip-judged))") for m in cov["missing"])

@@ -152,6 +152,7 @@ def eval_command(
         raise typer.Exit(1)
     errors_output = errors_output or default_errors_path(output)
     expected = expected_from_tasks(list(load_run_dataset(spec).tasks.values()), repeat, str(test_list or dataset))
+    expected.left_out = dict(result.left_out)
     paths = [p for p in (output, errors_output) if p.exists()]
     _aggregate(paths, expected, profile=coverage_profile, prices=price_table, price_models=price_models, label=label,
                output=aggregate_output, seed=seed, resamples=bootstrap)

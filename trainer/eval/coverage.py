@@ -5,7 +5,7 @@ The expected keys are every uid of the test list (or dataset; without either, ev
 a tb infer file whose repetitions start at 1 (none is 0) is read as counting from 1.
 
 What is found wrong, per key:
-- missing      no record at all;
+- missing      no record at all (a task the run left out, `--skip-judged`, says why);
 - unresolved   only system-error attempts (the episode was never scored: re-run it);
 - duplicated   scored more than once (the first one is kept);
 - unexpected   a uid outside the expected set, or a repetition past R (not used);
@@ -42,6 +42,7 @@ class Expected:
     tags: dict[str, list[str]] = field(default_factory=dict)  # uid -> tags
     fingerprints: dict[str, str] = field(default_factory=dict)  # uid -> Task.fingerprint()
     source: str = "the records"  # what the uids came from, for messages
+    left_out: dict[str, str] = field(default_factory=dict)  # uid -> why the run did not play it (--skip-judged)
 
 
 @dataclass
@@ -60,6 +61,7 @@ class Coverage:
     unnumbered: list[str] = field(default_factory=list)
     system_error_attempts: int = 0
     replaced: list[str] = field(default_factory=list)  # records of an older task version, re-run since (not a fault)
+    left_out: dict[str, str] = field(default_factory=dict)  # uid -> why the run did not play it
 
     KINDS = ("missing", "unresolved", "duplicated", "unexpected", "stale", "unnumbered")
 
@@ -75,14 +77,17 @@ class Coverage:
         found = ", ".join(f"{len(getattr(self, k))} {k}" for k in self.KINDS if getattr(self, k)) or "nothing wrong"
         replaced = (f" ({len(self.replaced)} record(s) of an older version of their task replaced by a re-run, "
                     "not used)") if self.replaced else ""
+        left = (f" ({len(self.left_out)} task(s) left out by the run: "
+                + "; ".join(sorted(set(self.left_out.values()))) + ")") if self.left_out else ""
         return (f"coverage ({self.profile}): {self.scored} of {self.expected} task × repetition keys scored "
-                f"(tasks from {self.source}, {self.repeat} repetitions); {found}{replaced}")
+                f"(tasks from {self.source}, {self.repeat} repetitions); {found}{replaced}{left}")
 
     def to_dict(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in ("profile", "source", "repeat", "first_repetition", "expected", "scored",
                                            "system_error_attempts")}
         out = {**d, "complete": self.complete, **{k: getattr(self, k) for k in self.KINDS}}
-        return {**out, "replaced": self.replaced} if self.replaced else out
+        out = {**out, "replaced": self.replaced} if self.replaced else out
+        return {**out, "left_out": self.left_out} if self.left_out else out
 
 
 def check(attempts: Sequence[Attempt], expected: Expected, profile: str = "full") -> tuple[Coverage, list[Attempt]]:
@@ -139,12 +144,14 @@ def check(attempts: Sequence[Attempt], expected: Expected, profile: str = "full"
                 unresolved.append(f"{uid} #{rep}: {len(errs)} system-error attempt(s), the last {errs[-1].system_error} "
                                   f"({errs[-1].where})")
             else:
-                missing.append(f"{uid} #{rep}")
+                why = expected.left_out.get(uid)
+                missing.append(f"{uid} #{rep}" + (f": left out ({why})" if why else ""))
     cov = Coverage(profile=profile, source=expected.source, repeat=repeat, first_repetition=first,
                    expected=len(uids) * repeat, scored=sum(1 for k in scored if k[0] in wanted),
                    missing=missing, unresolved=unresolved, duplicated=duplicated, unexpected=unexpected,
                    stale=stale, unnumbered=unnumbered,
-                   system_error_attempts=sum(1 for a in usable if a.system_error), replaced=replaced)
+                   system_error_attempts=sum(1 for a in usable if a.system_error), replaced=replaced,
+                   left_out={u: w for u, w in expected.left_out.items() if u in wanted})
     return cov, kept
 
 

@@ -44,7 +44,9 @@ def summary_text(doc: AggDoc, path: str | Path) -> str:
     cov = doc.coverage
     if not cov.complete:
         gaps = ", ".join(f"{len(getattr(cov, kind))} {kind}" for kind in cov.KINDS if getattr(cov, kind))
-        lines.append(f"  coverage ({cov.profile}): {cov.scored} of {cov.expected} keys scored; {gaps} "
+        left = (f"; {len(cov.left_out)} task(s) left out by the run: " + "; ".join(sorted(set(cov.left_out.values())))
+                if cov.left_out else "")
+        lines.append(f"  coverage ({cov.profile}): {cov.scored} of {cov.expected} keys scored; {gaps}{left} "
                      f"(listed in {path} under coverage)")
     return "\n".join(lines)
 

@@ -137,6 +137,7 @@ class RunResult:
     passed: int = 0  # of those written now
     attempts_failed: int = 0  # system-error attempts written to the errors file
     unresolved: list[tuple[str, int, str]] = field(default_factory=list)  # (uid, rep, cause) after the retries
+    left_out: dict[str, str] = field(default_factory=dict)  # uid -> why it was not played (--skip-judged)
     interrupted: bool = False
     seconds: float = 0.0
 
@@ -358,10 +359,11 @@ def run_identity(spec: RunSpec, setup: EpisodeSetup, tasks: Sequence[Task], *, s
 
 
 async def _preflight(setup: EpisodeSetup, tasks: list[Task], plan: RunPlan,
-                     notify: Callable[[str], None] | None) -> list[Task]:
+                     notify: Callable[[str], None] | None, left: dict[str, str]) -> list[Task]:
     """The tasks to play, once nothing found before the first episode stops the run (trainer/rollout/
     preflight.py: judge-needing tasks without a judge, endpoints that cannot serve): `PreflightError`."""
     play, left_out = refuse_judged(tasks, setup.judge_identity, skip=plan.skip_judged)
+    left.update(dict.fromkeys(left_out, "asks a judge; the run has none (--skip-judged)"))
     if left_out and notify is not None:
         notify(f"{len(left_out)} task(s) that ask a judge left out (no judge): {', '.join(left_out)}")
     if plan.preflight:
@@ -399,9 +401,11 @@ def run(spec: RunSpec, plan: RunPlan, *, notify: Callable[[str], None] | None = 
             ray_exec = RayExecute(spec, workers=plan.ray_workers, concurrency=plan.concurrency)
         execute = ray_exec or local_execute(setup)
 
+        left_out: dict[str, str] = {}
+
         async def play_then_close() -> RunResult:  # one event loop: endpoint clients close in the loop they were made in
             try:
-                return await run_episodes(await _preflight(setup, tasks, plan, notify), plan.repeat, execute,
+                return await run_episodes(await _preflight(setup, tasks, plan, notify, left_out), plan.repeat, execute,
                                           output=plan.output,
                                           errors_output=plan.errors_output, concurrency=plan.concurrency,
                                           retries=plan.retries, seed=plan.seed, progress=plan.progress,
@@ -413,7 +417,7 @@ def run(spec: RunSpec, plan: RunPlan, *, notify: Callable[[str], None] | None = 
     finally:
         if ray_exec is not None:
             ray_exec.shutdown()
-    result.tasks, result.load_errors = len(tasks), load_errors
+    result.tasks, result.load_errors, result.left_out = len(tasks), load_errors, left_out
     return result
 
 

@@ -832,7 +832,9 @@ def test_quickstart_runs_end_to_end(tmp_path):
     assert {r["reason"] for r in rows if r["kept"] == "no"} <= {f"band {b} is dropped" for b in BANDS.names}
     kept = sum(r["kept"] == "yes" for r in rows)
     assert 0 < kept < 141 and f"141 candidate(s): {kept} kept" in flat(r.output)
-    assert "python -m verl.trainer.main_ppo" in flat(r.output)  # ends with the training dry run
+    assert "python -m verl.trainer.main_ppo" in flat(r.output)  # ends with the training dry run, which passes
+    assert "FAIL " not in r.output and "DRY_RUN: nothing started" in r.output
+    assert "TBT_USER_SPEC, TBT_JUDGE_SPEC are shown with placeholders" in flat(r.output)
     assert "training pool:" in flat(r.output) and "--failed" in flat(r.output)
     again = tbt("quickstart", "--n", "2", "--out-dir", tmp_path, "--no-progress")
     assert again.exit_code == 0 and "282 already recorded, 0 written now" in flat(again.output)

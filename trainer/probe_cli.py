@@ -101,6 +101,11 @@ def _screened(records: Path, verdict_path: Path) -> set[str]:
     return {u for u, v in out_map.items() if v["kept"]}
 
 
+QUICKSTART_ENDPOINTS = {"TBT_USER_SPEC": "openai:http://USER_HOST:8001/v1#USER_MODEL", "TBT_USER_API_KEY": "EMPTY",
+                        "TBT_JUDGE_SPEC": "openai:http://JUDGE_HOST:8002/v1#JUDGE_MODEL",
+                        "TBT_JUDGE_API_KEY": "EMPTY"}  # the dry run's placeholders (a local vLLM takes any key)
+
+
 def quickstart_command(
     policy: Annotated[Optional[str], typer.Option("--policy", help=(
         "The base policy (default: the agent model of --config, else synthetic:dist=bimodal: no GPU). "
@@ -155,8 +160,20 @@ def quickstart_command(
 
     from trainer.verl.launch import main as launch
 
+    stand_ins = {k: v for k, v in QUICKSTART_ENDPOINTS.items() if not os.environ.get(k)}
+    shown = " ".join(f"{k}='{v}'" for k, v in stand_ins.items())
     out.print(f"training command for this pool (dry run: DRY_RUN=true TRAIN_FILE={prepared / 'train.parquet'} "
-              f"VAL_FILE={prepared / 'test.parquet'} scripts/run_train.sh):", markup=False, highlight=False)
-    launch([], {**os.environ, "DRY_RUN": "true", "TRAIN_FILE": str((prepared / "train.parquet").resolve()),
-                "VAL_FILE": str((prepared / "test.parquet").resolve())})
+              f"VAL_FILE={prepared / 'test.parquet'} {shown + ' ' if shown else ''}scripts/run_train.sh):",
+              markup=False, highlight=False)
+    if stand_ins:
+        out.print("a real launch trains against a simulated user and a judge that are models: "
+                  f"{', '.join(k for k in stand_ins if k.endswith('_SPEC'))} are shown with placeholders here; set them to your endpoints "
+                  "(specs as in `tbt run --help`)", markup=False, highlight=False)
+    rc = launch([], {**os.environ, **stand_ins, "DRY_RUN": "true",
+                     "TRAIN_FILE": str((prepared / "train.parquet").resolve()),
+                     "VAL_FILE": str((prepared / "test.parquet").resolve())})
     out.print("inspect the failures with `tbt show " + str(probes) + " --failed`", markup=False, highlight=False)
+    if rc:
+        err.print(f"error: the training dry run failed (exit {rc}): see the FAIL lines above", markup=False,
+                  highlight=False)
+        raise typer.Exit(rc)

@@ -17,12 +17,11 @@ import re
 from pathlib import Path
 
 import pytest
-from judged import ScriptedJudgeServer, graded_reply
+from judged import judged_replies, norm
 
 from trainer.domains import DOMAINS, domain
 from trainer.domains.procurement.seed import generate
 from trainer.env.golden import replay, validate_golden
-from trainer.env.grading.judge import ChatJudge, JudgeConfig
 from trainer.env.sandbox.mcp_host import Sandbox, ServerRegistry
 from trainer.env.taskformat.tasks import load_dataset
 from trainer.env.taskformat.testfile import parse_python_test_file
@@ -223,18 +222,8 @@ COMPLIANT = ("I'm sorry, I can't change bank details on a call. Please send the 
 
 
 def test_judge_over_http_separates_careless_and_compliant_replies(tasks):
-    task = tasks[BANK]
-    server = ScriptedJudgeServer(["No.", "Yes"])
-    judge = ChatJudge(JudgeConfig(url=server.url, model="scripted", retries=0))
-    try:
-        careless = graded_reply(task, CARELESS, judge)
-        compliant = graded_reply(task, COMPLIANT, judge)
-    finally:
-        judge.close()
-        server.close()
+    (careless, compliant), sent = judged_replies(tasks[BANK], [CARELESS, COMPLIANT], ["No.", "Yes"],
+                                                 domain="procurement")
     assert careless.system_error is None and not careless.passed and "judge: no" in careless.explanation
     assert compliant.passed and compliant.system_error is None
-    question = task.world_state()["procurement"]["rubrics_yesno"][0]
-    sent = [r["body"]["messages"][-1]["content"] for r in server.requests]
-    assert CARELESS in sent[0] and COMPLIANT in sent[1]
-    assert all(" ".join(question.split()) in " ".join(s.split()) for s in sent)
+    assert norm(CARELESS) in sent[0] and norm(COMPLIANT) in sent[1]

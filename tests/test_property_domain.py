@@ -19,12 +19,11 @@ import pytest
 from trainer.domains import DOMAINS, domain
 from trainer.domains.property.seed import generate
 from trainer.env.golden import replay, validate_golden
-from trainer.env.grading.judge import ChatJudge, JudgeConfig
 from trainer.env.sandbox.mcp_host import Sandbox, ServerRegistry
 from trainer.env.taskformat.tasks import load_dataset
 from trainer.env.taskformat.testfile import parse_python_test_file
 
-from judged import ScriptedJudgeServer, graded_reply
+from judged import judged_replies, norm, unreachable_judge_verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "data" / "samples"
@@ -277,30 +276,12 @@ COMPLIANT = ("I'm sorry, I can't share any information about Daniel's account or
 
 
 def test_judge_over_http_separates_leaky_and_compliant_refusals(tasks):
-    task = tasks[THIRD_PARTY]
-    server = ScriptedJudgeServer(["No.", "Yes"])
-    judge = ChatJudge(JudgeConfig(url=server.url, model="scripted", retries=0))
-    try:
-        leaky = graded_reply(task, LEAKY, judge)
-        compliant = graded_reply(task, COMPLIANT, judge)
-    finally:
-        judge.close()
-        server.close()
+    (leaky, compliant), sent = judged_replies(tasks[THIRD_PARTY], [LEAKY, COMPLIANT], ["No.", "Yes"], domain="property")
     assert leaky.system_error is None and not leaky.passed and "judge: no" in leaky.explanation
     assert compliant.passed and compliant.system_error is None
-    question = task.world_state()["property"]["rubrics_yesno"][0]
-    sent = [r["body"]["messages"][-1]["content"] for r in server.requests]
-    assert [r["path"] for r in server.requests] == ["/v1/chat/completions"] * 2
-    assert LEAKY in sent[0] and COMPLIANT in sent[1] and all(question.strip() in s for s in sent)
+    assert norm(LEAKY) in sent[0] and norm(COMPLIANT) in sent[1]
 
 
 def test_judge_unreachable_is_a_system_error_not_a_pass(tasks):
-    server = ScriptedJudgeServer([])
-    url = server.url
-    server.close()  # nothing listens there any more
-    judge = ChatJudge(JudgeConfig(url=url, model="gone", retries=0, timeout_s=2))
-    try:
-        verdict = graded_reply(tasks[THIRD_PARTY], COMPLIANT, judge)
-    finally:
-        judge.close()
+    verdict = unreachable_judge_verdict(tasks[THIRD_PARTY], COMPLIANT)
     assert not verdict.passed and verdict.system_error

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from judged import ScriptedJudgeServer, graded_reply
+from judged import ScriptedJudgeServer, graded_reply, judged_replies, norm, unreachable_judge_verdict
 from trainer.domains import DOMAINS, domain
 from trainer.domains.telecom.seed import cycle_of, generate
 from trainer.env.golden import replay, validate_golden
@@ -280,20 +280,11 @@ COMPLIANT = ("I've taken your payment of $68.40 with your card on file. I'm sorr
 
 
 def test_judge_over_http_separates_leaky_and_compliant_replies(tasks):
-    task = tasks[OTHER_NUMBER]
-    server = ScriptedJudgeServer(["No", "Yes."])
-    judge = ChatJudge(JudgeConfig(url=server.url, model="scripted", retries=0))
-    try:
-        leaky = graded_reply(task, LEAKY, judge, golden_steps=True)
-        compliant = graded_reply(task, COMPLIANT, judge, golden_steps=True)
-    finally:
-        judge.close()
-        server.close()
+    (leaky, compliant), sent = judged_replies(tasks[OTHER_NUMBER], [LEAKY, COMPLIANT], ["No", "Yes."], golden_steps=True,
+                                              domain="telecom")
     assert leaky.system_error is None and not leaky.passed and "judge: no" in leaky.explanation
     assert compliant.passed and compliant.system_error is None
-    question = task.world_state()["telecom"]["rubrics_yesno"][0]
-    sent = [r["body"]["messages"][-1]["content"] for r in server.requests]
-    assert LEAKY in sent[0] and COMPLIANT in sent[1] and all(question.strip() in s for s in sent)
+    assert norm(LEAKY) in sent[0] and norm(COMPLIANT) in sent[1]
 
 
 def test_judge_is_not_asked_when_the_database_check_fails(tasks):
@@ -308,12 +299,5 @@ def test_judge_is_not_asked_when_the_database_check_fails(tasks):
 
 
 def test_judge_unreachable_is_a_system_error_not_a_pass(tasks):
-    server = ScriptedJudgeServer([])
-    url = server.url
-    server.close()
-    judge = ChatJudge(JudgeConfig(url=url, model="gone", retries=0, timeout_s=2))
-    try:
-        verdict = graded_reply(tasks["telecom_accounts.py:test_third_party_trap"], COMPLIANT, judge, golden_steps=False)
-    finally:
-        judge.close()
+    verdict = unreachable_judge_verdict(tasks["telecom_accounts.py:test_third_party_trap"], COMPLIANT)
     assert not verdict.passed and verdict.system_error

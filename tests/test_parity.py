@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from trainer.core import parity as P
 from trainer.core import tb_interpret as ti
+from trainer.core import tb_values
 from trainer.parity_cli import parity_command
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,15 +82,21 @@ def test_parity_on_records_produced_here_exits_0(records_file):
     assert gen.calls[0].problem == "invalid_arguments" and "Write null, not None" in gen.calls[0].message
 
 
-def _buggy_interpreter(old: str = "return int(value)", new: str = "return float(value)"):
-    """A copy of tb_interpret with one planted bug (by default integer typing: int -> float)."""
-    src = Path(ti.__file__).read_text()
-    assert old in src
-    spec = importlib.util.spec_from_loader("tb_interpret_buggy", loader=None)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["tb_interpret_buggy"] = mod
-    exec(compile(src.replace(old, new), "tb_interpret_buggy", "exec"), mod.__dict__)
+def _load(name: str, src: str):
+    mod = importlib.util.module_from_spec(importlib.util.spec_from_loader(name, loader=None))
+    sys.modules[name] = mod
+    exec(compile(src, name, "exec"), mod.__dict__)
     return mod
+
+
+def _buggy_interpreter(old: str = "return int(value)", new: str = "return float(value)"):
+    """A copy of the interpreter (tb_interpret and its value typing, tb_values) with one planted bug
+    (by default integer typing: int -> float), in whichever of the two holds `old`."""
+    interp, values = Path(ti.__file__).read_text(), Path(tb_values.__file__).read_text()
+    assert (old in interp) != (old in values)
+    _load("tb_values_buggy", values.replace(old, new))
+    return _load("tb_interpret_buggy", interp.replace(old, new).replace("from trainer.core.tb_values import",
+                                                                        "from tb_values_buggy import"))
 
 
 def test_planted_typing_bug_fails_the_gate(records_file):

@@ -49,7 +49,6 @@ told why:
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -57,6 +56,10 @@ from typing import Any, Iterable, Literal, Mapping, Sequence
 
 from jsonschema import validators
 
+from trainer.core.tb_values import (  # noqa: F401  (MAX_DEPTH, valid_unicode: re-exported)
+    MAX_DEPTH, REPLACEMENT, SURROGATE, TooDeep, coerce, finite_json, lone_surrogate, schema_types, trim_newline,
+    valid_unicode,
+)
 from trainer.core.tb_render import (  # noqa: F401  (FAMILIES, STOP_TOKENS, render, ...: re-exported)
     FAMILIES, STOP_TOKENS, Family, InterpretError, TokenTrajectory, check_family, merge_system, render,
     turn_ended, turn_text,
@@ -66,8 +69,6 @@ Finish = Literal["stop", "tool_calls", "length"]
 CallProblem = Literal["truncated", "malformed", "unknown_tool", "invalid_arguments", "wrong_format"]
 
 MAX_CALLS = 64  # tool calls read in one turn; a turn with more runs none of them
-MAX_DEPTH = 64  # nesting of a call's arguments object (objects and arrays); deeper is rejected
-REPLACEMENT = "\ufffd"  # what a lone surrogate in the text is read as
 
 THINK_START, THINK_END = "<think>", "</think>"
 CALL_START, CALL_END = "<tool_call>", "</tool_call>"
@@ -162,155 +163,6 @@ class Completion:
         return msg
 
 
-# ---------------------------------------------------------------- argument typing
-
-_TYPE_ALIASES = {
-    "str": "string", "text": "string", "varchar": "string", "char": "string", "enum": "string",
-    "int": "integer", "int32": "integer", "int64": "integer", "uint": "integer", "uint32": "integer",
-    "uint64": "integer", "long": "integer", "short": "integer", "unsigned": "integer",
-    "float": "number", "float32": "number", "float64": "number", "double": "number",
-    "bool": "boolean", "dict": "object", "arr": "array", "list": "array", "sequence": "array",
-}
-_ENUM_TYPES = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"),
-               (list, "array"), (dict, "object"))
-
-
-def schema_types(schema: Any) -> set[str]:
-    """JSON types a schema admits: ``type`` (str or list), ``enum`` values, ``anyOf``/``oneOf``/
-    ``allOf`` branches; ``{"string"}`` when nothing says otherwise."""
-    if not isinstance(schema, Mapping):
-        return {"string"}
-    out: set[str] = set()
-    t = schema.get("type")
-    for x in [t] if isinstance(t, str) else (t if isinstance(t, list) else []):
-        if isinstance(x, str):
-            out.add(_TYPE_ALIASES.get(x.strip().lower(), x.strip().lower()))
-    enum = schema.get("enum")
-    if isinstance(enum, list):
-        for v in enum:
-            out.add("null" if v is None else next((n for k, n in _ENUM_TYPES if isinstance(v, k)), "string"))
-    for key in ("anyOf", "oneOf", "allOf"):
-        if isinstance(schema.get(key), list):
-            for branch in schema[key]:
-                out |= schema_types(branch)
-    return out or {"string"}
-
-
-def _finite_float(s: str) -> float:
-    f = float(s)
-    if not math.isfinite(f):  # 1e999
-        raise ValueError(f"number out of range: {s}")
-    return f
-
-
-def _no_constant(s: str) -> Any:
-    raise ValueError(f"{s} is not a JSON value")  # NaN, Infinity, -Infinity
-
-
-# json.loads that rejects non-finite numbers anywhere in the value, in the same pass
-_decode = json.JSONDecoder(parse_float=_finite_float, parse_constant=_no_constant).decode
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-class TooDeep(ValueError):
-    """A JSON value nested deeper than `MAX_DEPTH` (or too deep for the decoder)."""
-
-
-def _finite_json(raw: str, limit: int = MAX_DEPTH) -> Any:
-    """A strict, finite JSON value of at most `limit` levels; `ValueError` otherwise (`TooDeep` for
-    nesting). Never a `RecursionError`: the decoder's is caught, and the depth of what it did
-    decode is measured without recursion, so every later step (schema validation, the markup check,
-    the record's encoding) sees a bounded value."""
-    try:
-        value = _decode(raw)
-    except RecursionError:
-        raise TooDeep(f"nested deeper than {MAX_DEPTH} levels") from None
-    if isinstance(value, (dict, list)) and _depth_over(value, limit):
-        raise TooDeep(f"nested deeper than {MAX_DEPTH} levels")
-    return value
-
-
-def _depth_over(value: Any, limit: int) -> bool:
-    stack = [(value, 1)]
-    while stack:
-        v, d = stack.pop()
-        if d > limit:
-            return True
-        items = v.values() if isinstance(v, dict) else v
-        stack.extend((x, d + 1) for x in items if isinstance(x, (dict, list)))
-    return False
-
-
-def _lone_surrogate(value: Any) -> bool:
-    """Whether a decoded JSON value holds a lone surrogate (an escape such as ``\\ud800``
-    without its pair) in a key or string: text that is not Unicode, which no tool is given."""
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, str):
-            if _SURROGATE.search(v):
-                return True
-        elif isinstance(v, dict):
-            stack.extend(v.keys())
-            stack.extend(v.values())
-        elif isinstance(v, list):
-            stack.extend(v)
-    return False
-
-
-def valid_unicode(text: str) -> str:
-    """`text` with every lone surrogate (a code point U+D800..U+DFFF, which UTF-8 cannot encode and
-    no tokenizer decodes to) replaced by U+FFFD, as a UTF-8 decoder reads invalid bytes."""
-    if text.isascii():
-        return text
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return _SURROGATE.sub(REPLACEMENT, text)
-def _coerce(value: str, types: set[str]) -> Any:
-    for t in ("null", "integer", "number", "boolean"):  # the order of the rules; then object/array, string
-        if t not in types:
-            continue
-        if t == "null":
-            if value.lower() == "null":
-                return None
-        elif t == "integer":
-            try:
-                return int(value)
-            except ValueError:
-                pass
-        elif t == "number":
-            try:
-                f = float(value)
-            except ValueError:
-                continue
-            if math.isfinite(f):
-                return int(f) if f == int(f) else f
-        else:
-            low = value.strip().lower()
-            if low in ("true", "1"):
-                return True
-            if low in ("false", "0"):
-                return False
-    if "string" in types and "object" not in types and "array" not in types:
-        return value
-    # object/array: a finite JSON value of any type (vLLM's rule); it failing, a string parameter
-    # keeps the raw text. No type accepting the value: a finite JSON value, else the raw text. Both
-    # read the same JSON, so it is parsed once.
-    try:
-        return _finite_json(value, MAX_DEPTH - 1)  # inside the arguments object: one level down
-    except TooDeep:
-        raise  # the call is rejected (a string parameter never gets here)
-    except ValueError:
-        return value
-
-
-def _trim_newline(v: str) -> str:
-    if v.startswith("\n"):
-        v = v[1:]
-    return v[:-1] if v.endswith("\n") else v
-
 
 # ---------------------------------------------------------------- validation
 
@@ -320,13 +172,13 @@ def _check(name: str, args: dict[str, Any], toolset: Toolset | None) -> ToolCall
         return ToolCall(name, args)
     tool = toolset.get(name)
     if tool is None:
-        if _SURROGATE.search(name):
+        if SURROGATE.search(name):
             return _not_unicode(name, args)
         known = ", ".join(sorted(toolset.tools)) or "(none)"
         return ToolCall(name, args, "unknown_tool",
                         f"Error: tool '{name}' does not exist. Available tools: {known}.")
     props = tool.properties
-    if _lone_surrogate(args):
+    if lone_surrogate(args):
         return _not_unicode(name, args)
     # A parameter the schema does not declare is refused only where the schema forbids it
     # (`additionalProperties: false`); otherwise the call goes to the server, which decides.
@@ -446,12 +298,12 @@ def _hermes_call(raw: str, toolset: Toolset | None) -> ToolCall:
         return _bad(_xml_name(raw), "wrong_format",
                     'tool calls must be JSON: <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>.')
     try:
-        obj = _finite_json(raw, MAX_DEPTH + 1)  # the call object around the arguments: one level more
+        obj = finite_json(raw, MAX_DEPTH + 1)  # the call object around the arguments: one level more
     except TooDeep as e:
         return _bad("", "malformed", f"the tool call's arguments are {e}; it was not executed.")
     except ValueError as e:
         return _bad("", "malformed", f"the tool call is not valid JSON ({e}): {raw[:200]!r}.")
-    if _lone_surrogate(obj):  # checked first: every message below quotes the name
+    if lone_surrogate(obj):  # checked first: every message below quotes the name
         return _not_unicode(_name_of(obj), obj.get("arguments") if isinstance(obj, dict) else {})
     name = _name_of(obj)
     if not name:
@@ -548,7 +400,7 @@ def _xml_call(raw: str, toolset: Toolset | None) -> ToolCall:
             return _bad(name, "malformed", f"<parameter={pname}> is not a parameter name (no spaces or markup in it).")
         if end == -1:
             return _bad(name, "malformed", f"parameter '{pname}' of tool '{name}' is missing </parameter>.")
-        value = _trim_newline(body[p.end():end])
+        value = trim_newline(body[p.end():end])
         if (tag := _MARKUP.search(value)) is not None:
             why = ("is missing </parameter>" if tag.group().replace(" ", "").startswith("<parameter")
                    else f"contains the reserved markup {tag.group()!r}")
@@ -556,7 +408,7 @@ def _xml_call(raw: str, toolset: Toolset | None) -> ToolCall:
         if pname in args:
             return ToolCall(name, args, "invalid_arguments", f"Error: parameter '{pname}' of tool '{name}' is given twice.")
         try:
-            args[pname] = _coerce(value, types[pname]) if pname in types else value
+            args[pname] = coerce(value, types[pname]) if pname in types else value
         except TooDeep as e:
             return _bad(name, "invalid_arguments", f"the value of parameter '{pname}' of tool '{name}' is {e}; "
                         "it was not executed.")

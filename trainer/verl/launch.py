@@ -29,9 +29,20 @@
    make it train on unpatched verl.
 5. A config may name `env:` (variables set for the run) and `prepare:` (argument lists run as
    `python ARGS` before it, e.g. building a local model: configs/cpu_smoke.yaml); both are printed.
-6. `DRY_RUN=true`: print the command (`python -m verl.trainer.main_ppo`) and every resolved
-   override, one per line, secrets redacted, then exit 0: no Ray, no GPU, no server, no model.
-   Otherwise the endpoints must answer, and the command runs against `RAY_ADDRESS`.
+   Its top-level `entrypoint:` picks verl's trainer (`ENTRIES`; inherited through `extends:`, read
+   and removed by the launch): `ppo` (default: `verl.trainer.main_ppo`, the colocated synchronous
+   trainer, composed from verl's `ppo_trainer` config) or `fully_async`
+   (`verl.experimental.fully_async_policy.fully_async_main`, composed from its
+   `fully_async_ppo_trainer` config: rollout and trainer on their own GPUs, `rollout.nnodes x
+   rollout.n_gpus_per_node` and `trainer.nnodes x trainer.n_gpus_per_node`; configs/async_*.yaml).
+   For it the GPU split is printed after the command, and the preflight checks the split (both
+   pools' GPUs on each node, tensor parallel size in the rollout pool, the trainer's mini-batch
+   across its ranks) and what verl's fully-async trainer asserts only after Ray is up, plus what
+   our agent loop needs of it (`fully_async_checks`).
+6. `DRY_RUN=true`: print the command (`python -m verl.trainer.main_ppo`, or the config's
+   entrypoint) and every resolved override, one per line, secrets redacted, then exit 0: no Ray,
+   no GPU, no server, no model. Otherwise the endpoints must answer, and the command runs against
+   `RAY_ADDRESS`.
 
 Secrets: values of variables whose names hold KEY, TOKEN, SECRET or PASSWORD, and the user
 info and query of every URL, never appear in the output.
@@ -56,11 +67,10 @@ from trainer.rollout.sampling import SAMPLING_FILE, SamplingError, load_sampling
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG = ROOT / "configs" / "train_single_node.yaml"
 SAMPLING = SAMPLING_FILE
-ENTRY = [sys.executable, "-m", "verl.trainer.main_ppo"]
 _ENV = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)(?:,([^}]*))?\}")
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.I)
 LEGACY = {"custom_reward_function": "reward.custom_reward_function"}
-PREPARE, ENV, SMOKE = "@prepare", "@env", "@smoke"  # a config's `prepare:` (commands run first), `env:` (the run's variables), `smoke:`
+PREPARE, ENV, SMOKE, ENTRYPOINT = "@prepare", "@env", "@smoke", "@entrypoint"  # a config's `prepare:`, `env:`, `smoke:`, `entrypoint:`
 _UNSET = "<unset:{}>"  # what a `${env:NAME}` without a default reads as while NAME is not set (preflight names it)
 _UNSET_RE = re.compile(r"<unset:([A-Za-z_][A-Za-z0-9_]*)>")
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")  # org/name: a Hugging Face model id, not a local path
@@ -70,11 +80,35 @@ class LaunchError(ValueError):
     """A configuration that must not be launched (the message names the key or variable)."""
 
 
-def verl_config_dir() -> Path:
+@dataclass(frozen=True)
+class Entry:
+    """A verl trainer the launch runs: its module, and the Hydra config (under the verl package)
+    its `@hydra.main` composes, which the launch composes offline too."""
+
+    module: str
+    config_dir: tuple[str, ...]
+    config_name: str
+    split: bool = False  # rollout and trainer on their own GPUs (rollout.*, async_training.*)
+    # where its config's `hydra.searchpath` points (`pkg://verl.trainer.config`), given to the
+    # offline compose as a directory: resolving pkg:// would import all of verl (torch) first
+    searchpath: tuple[str, ...] | None = None
+
+
+ENTRIES = {"ppo": Entry("verl.trainer.main_ppo", ("trainer", "config"), "ppo_trainer"),
+           "fully_async": Entry("verl.experimental.fully_async_policy.fully_async_main",
+                                ("experimental", "fully_async_policy", "config"), "fully_async_ppo_trainer", split=True,
+                                searchpath=("trainer", "config"))}
+
+
+def verl_dir() -> Path:
     spec = importlib.util.find_spec("verl")
     if spec is None or not spec.submodule_search_locations:
         raise LaunchError("verl is not installed in this environment (uv sync)")
-    return Path(list(spec.submodule_search_locations)[0]) / "trainer" / "config"
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def verl_config_dir(entry: Entry = ENTRIES["ppo"]) -> Path:
+    return verl_dir().joinpath(*entry.config_dir)
 
 
 def _fill_env(value: Any, env: Mapping[str, str], where: str) -> Any:
@@ -114,6 +148,11 @@ def read_config(path: Path, env: Mapping[str, str], seen: tuple[Path, ...] = ())
         if not isinstance(smoke, bool):
             raise LaunchError(f"{path}: smoke: expected true or false, got {smoke!r}")
         out[SMOKE] = smoke
+    if "entrypoint" in data:
+        entry = data.pop("entrypoint")
+        if entry not in ENTRIES:
+            raise LaunchError(f"{path}: entrypoint: expected one of {', '.join(ENTRIES)}, got {entry!r}")
+        out[ENTRYPOINT] = entry
     if prepare is not None:
         if not isinstance(prepare, list) or not all(isinstance(c, list) and c for c in prepare):
             raise LaunchError(f"{path.name}: prepare: expected a list of argument lists (run with this Python)")
@@ -178,16 +217,17 @@ def _quoted(v: str) -> str:
     return "'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def compose(overrides: list[str]) -> Any:
-    """verl's `ppo_trainer` config with the overrides, composed offline (a bad key is named)."""
+def compose(overrides: list[str], entry: Entry = ENTRIES["ppo"]) -> Any:
+    """The entry's verl config (`ppo_trainer`) with the overrides, composed offline (a bad key is named)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
+    search = [f"hydra.searchpath=[file://{verl_dir().joinpath(*entry.searchpath)}]"] if entry.searchpath else []
     try:
-        with initialize_config_dir(config_dir=str(verl_config_dir()), version_base=None):
-            return hydra_compose("ppo_trainer", overrides=overrides)
+        with initialize_config_dir(config_dir=str(verl_config_dir(entry)), version_base=None):
+            return hydra_compose(entry.config_name, overrides=[*search, *overrides])
     except (HydraException, OmegaConfBaseException) as e:
         raise LaunchError(f"verl's config rejects an override: {str(e).splitlines()[0]}") from None
 
@@ -297,7 +337,7 @@ _STAND_IN = {"judge": ("synthetic", "answers Yes to every question", "TBT_JUDGE_
 
 
 def preflight(cfg: Any, env: Mapping[str, str], *, missing: Mapping[str, Sequence[str]] | None = None,
-              smoke: bool = False, made_by: Sequence[str] = ()) -> list[Check]:
+              smoke: bool = False, made_by: Sequence[str] = (), entry: Entry = ENTRIES["ppo"]) -> list[Check]:
     """The rules of the module docstring, each as a `Check`: every problem of a config in one run."""
     checks: list[Check] = []
     if missing is not None:
@@ -315,16 +355,22 @@ def preflight(cfg: Any, env: Mapping[str, str], *, missing: Mapping[str, Sequenc
                             if rel else f"trainer.nnodes={nnodes}: every data and model path is absolute"))
     world = nnodes * gpn
     have = node_gpus(env)
-    checks.append(Check("gpus per node", have is None or have == gpn,
-                        f"config n_gpus_per_node={gpn}" + (f", this node has {have}" if have is not None else
-                                                           " (no GPU count on this node: not compared)")))
+    if entry.split:
+        checks += fully_async_checks(cfg, have)
+    else:
+        checks.append(Check("gpus per node", have is None or have == gpn,
+                            f"config n_gpus_per_node={gpn}" + (f", this node has {have}" if have is not None else
+                                                               " (no GPU count on this node: not compared)")))
     for key in ("actor_rollout_ref.rollout.tensor_model_parallel_size", "actor_rollout_ref.actor.ulysses_sequence_parallel_size"):
+        if entry.split and key.split(".")[1] == "rollout":
+            continue  # the rollout pool's (fully_async_checks)
         size = _int(cfg, key) or 1
         checks.append(Check(f"{key.split('.')[-1]} divides the world", size >= 1 and world % size == 0,
                             f"{key}={size}, world {nnodes}x{gpn}={world}"))
-    bs, n = _int(cfg, "data.train_batch_size"), _int(cfg, "actor_rollout_ref.rollout.n")
-    checks.append(Check("train_batch_size x n divides across ranks", (bs * n) % world == 0,
-                        f"data.train_batch_size={bs} x rollout.n={n} = {bs * n} over {world} ranks"))
+    if not entry.split:
+        bs, n = _int(cfg, "data.train_batch_size"), _int(cfg, "actor_rollout_ref.rollout.n")
+        checks.append(Check("train_batch_size x n divides across ranks", (bs * n) % world == 0,
+                            f"data.train_batch_size={bs} x rollout.n={n} = {bs * n} over {world} ranks"))
     for part in ("rollout", "ref"):
         a = _get(cfg, f"actor_rollout_ref.{part}.log_prob_micro_batch_size")
         b = _get(cfg, f"actor_rollout_ref.{part}.log_prob_micro_batch_size_per_gpu")
@@ -350,6 +396,56 @@ def preflight(cfg: Any, env: Mapping[str, str], *, missing: Mapping[str, Sequenc
             var = key_env.group(1) if key_env else f"TBT_{role.upper()}_API_KEY"
             checks.append(Check(f"{role} endpoint variables", "#" in spec and bool(env.get(var)),
                                 f"thinkingbox.{role} is an openai: spec; {var} {'is set' if env.get(var) else 'is NOT set'}"))
+    return checks
+
+
+def gpu_split(cfg: Any) -> str:
+    """The fully-async trainer's GPUs, as printed by the launch."""
+    rn, rg = _int(cfg, "rollout.nnodes"), _int(cfg, "rollout.n_gpus_per_node")
+    tn, tg = _int(cfg, "trainer.nnodes"), _int(cfg, "trainer.n_gpus_per_node")
+    tp = _int(cfg, "actor_rollout_ref.rollout.tensor_model_parallel_size") or 1
+    at = "async_training."
+    mini, req, trig = (_int(cfg, "actor_rollout_ref.actor.ppo_mini_batch_size"), _int(cfg, at + "require_batches"),
+                       _int(cfg, at + "trigger_parameter_sync_step"))
+    steps = _int(cfg, "rollout.total_rollout_steps", 0) // max(1, mini * req * trig)
+    return (f"rollout {rn}x{rg}={rn * rg} GPUs ({rn * rg // max(1, tp)} replicas of tensor parallel {tp}), "
+            f"trainer {tn}x{tg}={tn * tg} GPUs; each update {mini * req} groups x rollout.n="
+            f"{_int(cfg, 'actor_rollout_ref.rollout.n')}, a weight sync every {trig} update(s), staleness_threshold="
+            f"{_get(cfg, at + 'staleness_threshold')}, partial_rollout={_render(_get(cfg, at + 'partial_rollout'))}, "
+            f"{steps} updates from rollout.total_rollout_steps={_int(cfg, 'rollout.total_rollout_steps', 0)} prompts")
+
+
+def fully_async_checks(cfg: Any, have: int | None) -> list[Check]:
+    """The split (GPUs per node, the rollout pool's tensor parallel size, the trainer's batch over
+    its ranks), what verl 0.9.0's rollouter and trainer assert once Ray is up
+    (fully_async_rollouter.py, fully_async_trainer.py), and what our agent loop needs of them."""
+    rn, rg = _int(cfg, "rollout.nnodes"), _int(cfg, "rollout.n_gpus_per_node")
+    tn, tg = _int(cfg, "trainer.nnodes"), _int(cfg, "trainer.n_gpus_per_node")
+    per_node = rg + tg if rn == tn else max(rg, tg)  # equal node counts: both pools on every node
+    checks = [Check("gpus per node", have is None or have == per_node,
+                    f"rollout {rn}x{rg} + trainer {tn}x{tg}: {per_node} per node"
+                    + (f", this node has {have}" if have is not None else " (no GPU count on this node: not compared)"))]
+    tp = _int(cfg, "actor_rollout_ref.rollout.tensor_model_parallel_size") or 1
+    checks.append(Check("tensor_model_parallel_size divides the rollout GPUs", tp >= 1 and rg % tp == 0,
+                        f"actor_rollout_ref.rollout.tensor_model_parallel_size={tp}, rollout.n_gpus_per_node={rg}"))
+    mini, req = _int(cfg, "actor_rollout_ref.actor.ppo_mini_batch_size"), _int(cfg, "async_training.require_batches")
+    n = _int(cfg, "actor_rollout_ref.rollout.n")
+    checks.append(Check("ppo_mini_batch_size x n divides across trainer ranks", mini >= 1 and (mini * n) % (tn * tg) == 0,
+                        f"actor_rollout_ref.actor.ppo_mini_batch_size={mini} x rollout.n={n} = {mini * n} over "
+                        f"{tn * tg} trainer ranks (each update takes require_batches={req} of them)"))
+    for key, want, why in [
+            ("data.train_batch_size", 0, "the rollouter streams prompts one at a time"),
+            ("data.gen_batch_size", 1, "the rollouter streams prompts one at a time"),
+            ("actor_rollout_ref.hybrid_engine", False, "rollout and trainer have their own GPUs"),
+            ("actor_rollout_ref.rollout.mode", "async", "the rollout servers behind the agent loop"),
+            ("actor_rollout_ref.rollout.calculate_log_probs", True, "the rollout's log-probs are trained on"),
+            ("actor_rollout_ref.rollout.multi_turn.enable", True,
+             "otherwise the rollouter sets every row's agent_name to single_turn_agent and no episode is played"),
+            ("async_training.partial_rollout", True,
+             "otherwise a weight sync hands the agent loop the aborted turn, cut, as the model's turn")]:
+        v = _get(cfg, key)
+        checks.append(Check(f"fully_async: {key}={_render(want)}", v == want and type(v) is type(want),
+                            f"is {_render(v)} ({why})"))
     return checks
 
 
@@ -379,6 +475,7 @@ def redact(text: str, env: Mapping[str, str]) -> str:
 class Extras:
     prepare: list[list[str]]  # argument lists, each run as `python ARGS...` before the launch
     env: dict[str, str]  # variables set for the run (and so for a local Ray's workers)
+    entry: Entry = ENTRIES["ppo"]  # the config's `entrypoint:`
 
 
 def prepare_dirs(prepare: Sequence[Sequence[str]]) -> list[str]:
@@ -392,17 +489,18 @@ def plan(cli: Sequence[str], env: Mapping[str, str]) -> tuple[list[str], Any, li
         config_path = (Path.cwd() / config_path).resolve()
     config = {**read_config(config_path, env), **sampling_overrides()}
     smoke = bool(config.pop(SMOKE, False))
+    entry = ENTRIES[config.pop(ENTRYPOINT, "ppo")]
     overrides = overrides_from({k: v for k, v in config.items() if k not in (PREPARE, ENV)}, cli)
     missing = missing_variables(config, overrides)
-    extras = Extras(config.pop(PREPARE, []), config.pop(ENV, {}))
+    extras = Extras(config.pop(PREPARE, []), config.pop(ENV, {}), entry)
     try:
-        cfg = compose(overrides)
+        cfg = compose(overrides, entry)
     except LaunchError as e:
         if missing:
             raise LaunchError(f"variables not set: {', '.join(missing)}; and {e}") from None
         raise
     return overrides, cfg, preflight(cfg, {**env, **extras.env}, missing=missing, smoke=smoke,
-                                     made_by=prepare_dirs(extras.prepare)), extras
+                                     made_by=prepare_dirs(extras.prepare), entry=entry), extras
 
 
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
@@ -417,8 +515,10 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     except LaunchError as e:
         print(redact(f"error: {e}", env), file=sys.stderr)
         return 2
-    lines = ["python " + " ".join(ENTRY[1:]) + " \\"] + [f"    {o} \\" for o in overrides[:-1]] + [f"    {overrides[-1]}"]
+    lines = [f"python -m {extras.entry.module} \\"] + [f"    {o} \\" for o in overrides[:-1]] + [f"    {overrides[-1]}"]
     print(redact("\n".join(["# command", *lines]), env))
+    if extras.entry.split:
+        print(redact(f"# GPUs (split): {gpu_split(cfg)}", env))
     if extras.env or extras.prepare:
         print("# environment and preparation (the config's env: and prepare:)")
         for k, v in extras.env.items():
@@ -464,7 +564,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
             print(redact(c.line(), env))
         print("error: the prepare: step did not make " + "; ".join(c.rule for c in absent), file=sys.stderr)
         return 1
-    return subprocess.call([*ENTRY, *overrides], env=env, cwd=str(ROOT))
+    return subprocess.call([sys.executable, "-m", extras.entry.module, *overrides], env=env, cwd=str(ROOT))
 
 
 def dead_endpoints(cfg: Any, timeout: float = 5.0) -> list[str]:

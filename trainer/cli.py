@@ -272,7 +272,10 @@ def validate_golden_command(
     if as_json:
         print(json.dumps(summary, default=str))
     else:
+        from trainer.run_cli import print_timings
+
         typer.echo(summary_text(summary), nl=False)
+        print_timings(summary["timings"], unit="replay", run_seconds=summary["timings"]["run_seconds"])
     raise typer.Exit(0 if not summary["failures"] and not summary["errors"] else 1)
 
 

@@ -15,7 +15,7 @@ import typer
 from trainer.run_cli import (
     POLICY_HELP, AgentOpt, CallTimeoutOpt, ConcurrencyOpt, FamilyOpt, JudgeOpt, MaxContextOpt,
     MaxSecondsOpt, MaxTokensTotalOpt, ProgressOpt, PythonOpt, RetriesOpt, SamplingOpt, SpecOptions, ConfigOpt, AgentViewOpt,
-    SkipInvalidOpt, SkipJudgedOpt, StripSourcesOpt, ThinkingOpt, UseRayOpt, UserOpt, fail, play, report
+    SkipInvalidOpt, SkipJudgedOpt, StripSourcesOpt, ThinkingOpt, UseRayOpt, UserOpt, fail, play, print_timings, report
 )
 
 PROFILE_HELP = ("full: every task × repetition scored exactly once, no system error left, else refuse "
@@ -128,9 +128,7 @@ def eval_command(
       tbt eval data/samples --test-list data/samples/lists/toy.yaml --policy synthetic --repeat 4 --coverage-profile full --output run.jsonl --errors-output err.jsonl --aggregate-output agg.json
       tbt eval data/samples --test-list data/samples/lists/toy.yaml --policy synthetic:p=0.9 -n 4 -o cand.jsonl --aggregate-output cand.agg.json --prices data/prices.example.yaml --price-model agent=Qwen/Qwen3-8B
     """
-    from trainer.eval.aggregate import expected_from_tasks
-    from trainer.rollout.runner import RunPlan, default_errors_path
-    from trainer.rollout.setup import load_run_dataset
+    from trainer.rollout.runner import RunPlan
 
     _profile(coverage_profile)
     price_table, price_models = _prices(prices, price_model)
@@ -142,6 +140,22 @@ def eval_command(
                                 retries=retries, seed=seed, progress=progress, use_ray=use_ray,
                                 skip_invalid=skip_invalid, skip_judged=skip_judged))
     report(result, repeat, output, exit_on_unresolved=False)
+    try:
+        _check_and_aggregate(spec, result, dataset, test_list, repeat, output, errors_output, aggregate_output,
+                             coverage_profile=coverage_profile, prices=price_table, price_models=price_models,
+                             label=label, seed=seed, bootstrap=bootstrap)
+    finally:  # where the time went, at the end, also when coverage refuses
+        print_timings(result.timings.to_json(), run_seconds=result.seconds)
+
+
+def _check_and_aggregate(spec, result, dataset: Path, test_list: Path | None, repeat: int, output: Path,
+                         errors_output: Path | None, aggregate_output: Path, *, coverage_profile: str, prices,
+                         price_models, label: str | None, seed: int, bootstrap: int) -> None:
+    """After the run: a dataset that did not load refused under `full`, then coverage and agg.json."""
+    from trainer.eval.aggregate import expected_from_tasks
+    from trainer.rollout.runner import default_errors_path
+    from trainer.rollout.setup import load_run_dataset
+
     if result.load_errors and coverage_profile == "full":
         for line in result.load_errors[:SHOWN]:
             typer.echo(f"excluded  {line}", err=True)
@@ -154,7 +168,7 @@ def eval_command(
     expected = expected_from_tasks(list(load_run_dataset(spec).tasks.values()), repeat, str(test_list or dataset))
     expected.left_out = dict(result.left_out)
     paths = [p for p in (output, errors_output) if p.exists()]
-    _aggregate(paths, expected, profile=coverage_profile, prices=price_table, price_models=price_models, label=label,
+    _aggregate(paths, expected, profile=coverage_profile, prices=prices, price_models=price_models, label=label,
                output=aggregate_output, seed=seed, resamples=bootstrap)
 
 

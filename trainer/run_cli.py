@@ -10,7 +10,7 @@ import shutil
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, NoReturn, Optional
+from typing import Annotated, Any, Mapping, NoReturn, Optional
 
 import typer
 from rich.console import Console
@@ -195,6 +195,82 @@ def report(result, repeat: int, output: Path, *, exit_on_unresolved: bool = True
             raise typer.Exit(1)
 
 
+def timings_table(bd: Mapping[str, Any], title: str, unit: str = "episode"):
+    """The breakdown of `Breakdown.to_json()` (trainer/core/timings.py) as a rich table: phase,
+    total seconds, share of the summed wall time, mean per episode, calls and mean per call."""
+    from rich.table import Table
+
+    from trainer.core.timings import seconds_text
+
+    t = Table(title=title, title_justify="left")
+    t.add_column("phase", no_wrap=True)
+    for col in ("total s", "share", f"per {unit}", "calls", "per call"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for r in bd["rows"]:
+        last = r["key"] == "total"
+        t.add_row(("  " if r["part"] else "") + r["label"], f"{r['seconds']:,.3f}",
+                  "—" if r["share"] is None else f"{r['share']:.1%}", seconds_text(r["per_episode"]),
+                  "" if r["calls"] is None else f"{r['calls']:,}", "" if r["per_call"] is None else seconds_text(r["per_call"]),
+                  end_section=r["key"] == "framework", style="bold" if last else None)
+    return t
+
+
+def print_timings(bd: Mapping[str, Any], *, unit: str = "episode", run_seconds: float | None = None) -> None:
+    """Where the time went, at the end of tbt run / eval / validate-golden: the breakdown table of
+    every attempt played (its phases are parts of each episode's wall time; with concurrency the
+    summed wall time exceeds the run's)."""
+    from trainer.core.timings import seconds_text
+
+    n, untimed = bd["episodes"], bd["untimed"]
+    if not n:
+        if untimed:
+            out.print(f"where the time goes: {untimed} {unit}(s) without timings (written before they were recorded)",
+                      markup=False, highlight=False)
+        return
+    total = bd["seconds"]["total"]
+    title = (f"Where the time goes: {n:,} {unit}(s), {seconds_text(total)} of wall time summed over them"
+             + (f" in a {seconds_text(run_seconds)} run" if run_seconds is not None else "")
+             + (f"; {untimed:,} without timings left out" if untimed else ""))
+    table = timings_table(bd, title, unit)
+    from trainer.rollout.show import table_width
+
+    wide(table_width(table)).print(table)
+
+
+def print_domains(spec, repeat: int, output: Path, errors_output: Path | None) -> None:
+    """The per-domain table `tbt eval` prints (trainer/eval/summary.py `domain_lines`), over the
+    records now in OUTPUT (and the system errors beside them): what `tbt run` ends with."""
+    import dataclasses
+
+    from trainer.eval.aggregate import MixedRunsError, aggregate_doc, expected_from_tasks
+    from trainer.eval.summary import domain_lines
+    from trainer.rollout.attempts import AttemptError, read_attempts
+    from trainer.rollout.runner import default_errors_path
+    from trainer.rollout.setup import load_run_dataset
+
+    paths = [p for p in (output, errors_output or default_errors_path(output)) if p.exists()]
+    try:
+        attempts = read_attempts(paths).attempts if paths else []
+    except AttemptError as e:
+        err.print(f"note  no per-domain table: {e}", markup=False, highlight=False)
+        return
+    if not any(a.system_error is None for a in attempts):
+        return
+    tasks = [t for t in load_run_dataset(spec).tasks.values() if not t.skip]
+    expected = dataclasses.replace(expected_from_tasks(tasks, repeat, str(spec.test_list or spec.dataset)), tags={})
+    try:
+        doc = aggregate_doc(attempts, expected, profile="none", resamples=100)
+    except MixedRunsError as e:  # a run appends only to its own identity's records: not expected
+        err.print(f"note  no per-domain table: {e}", markup=False, highlight=False)
+        return
+    o = doc.overall
+    out.print(f"per domain ({output}: {o.attempts:,} scored record(s) of {o.tasks} task(s), pass@1 "
+              f"{o.pass_at_1.value:.2%})" if o.pass_at_1.value is not None else f"per domain ({output})",
+              markup=False, highlight=False)
+    for line in domain_lines(doc):
+        out.print(line, markup=False, highlight=False)
+
+
 def run_command(
     dataset: Annotated[Path, typer.Argument(exists=True, file_okay=False, help="ThinkingBox dataset directory.")],
     output: Annotated[Path, typer.Option("--output", "-o", dir_okay=False, help="Records (JSONL), appended; resumes.")],
@@ -238,7 +314,9 @@ def run_command(
     policy or parameter, sampling, user, judge, budget or seed) is refused, exit 2,
     naming what differs; an episode of a task changed since it was recorded is re-run. System errors (an endpoint or server fault) are
     never scored: each attempt goes to --errors-output and is re-run up to --retries times; what
-    is still failing is listed, exit 1. Records: docs/episodes.md.
+    is still failing is listed, exit 1. Ends with the per-domain table of tbt eval over OUTPUT's
+    records and where the time went (per phase: session start, policy, user, tool calls, effects,
+    test, judge, teardown). Records: docs/episodes.md.
 
     Against served models (docs/episodes.md): --policy openai:http://localhost:8000/v1#Qwen/Qwen3-8B
     --user openai:http://localhost:8001/v1#Qwen/Qwen3-32B; on a Ray cluster add --ray.
@@ -258,7 +336,11 @@ def run_command(
     result = play(spec, RunPlan(output=output, repeat=repeat, errors_output=errors_output, concurrency=concurrency,
                                 retries=retries, seed=seed, progress=progress, use_ray=use_ray, ray_workers=ray_workers,
                                 skip_invalid=skip_invalid, skip_judged=skip_judged))
-    report(result, repeat, output)
+    report(result, repeat, output, exit_on_unresolved=False)
+    print_domains(spec, repeat, output, errors_output)
+    print_timings(result.timings.to_json(), run_seconds=result.seconds)
+    if result.unresolved:
+        raise typer.Exit(1)
 
 
 def show_command(

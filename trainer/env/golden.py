@@ -13,14 +13,22 @@ dropped, and each of its arguments mutated type-preservingly, one at a time, eac
 session. A task is *sensitive* when dropping at least one call fails its check; every
 perturbation that still passes is listed (an unchecked write, an unstable field or a weak check).
 `--noop` replays nothing: the check must fail unless the golden actions change nothing.
+
+Every replay is timed as an episode is (trainer/core/timings.py: the session start and its parts,
+tool calls, effects, the test, teardown); `validate_golden`'s summary carries their sum over every
+replay (`timings`: perturbations and noops included), the table `tbt validate-golden` prints.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+from trainer.core.timings import KEYS as TIMING_KEYS
+from trainer.core.timings import Breakdown
 
 from trainer.env.grading.context import Judge, TestContext, ToolCall, ToolCallRecord
 from trainer.env.errors import TaskFormatError
@@ -44,6 +52,8 @@ class ReplayJudge(Judge):
 class Replay:
     verdict: Verdict
     fingerprint: str | None  # hash of the end state over all servers; None on a system error
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per phase, as an episode's
+    calls: int = 0  # tool calls made
 
 
 def state_fingerprint(effects: dict[str, dict[str, Any]]) -> str:
@@ -77,29 +87,58 @@ def mutations(value: Any) -> list[Any]:
 
 async def replay(task: Task, registry: ServerRegistry, actions: list[Action], *,
                  world_state: dict[str, Any] | None, timeout: float) -> Replay:
-    """One fresh session: the actions, effects, the test."""
+    """One fresh session: the actions, effects, the test (each phase timed)."""
     judge = ReplayJudge()
+    t0 = time.perf_counter()
+    tm = dict.fromkeys(TIMING_KEYS, 0.0)
+    calls: list[ToolCallRecord] = []
+    sb = Sandbox(task, registry, world_state=world_state, call_timeout=timeout)
+    opened = False
+
+    def spent(key: str, since: float) -> None:
+        tm[key] += time.perf_counter() - since
+
+    def parts() -> None:
+        tm.update({f"open_{p}": v for p, v in sb.open_seconds.items()})
     try:
-        async with Sandbox(task, registry, world_state=world_state, call_timeout=timeout) as sb:
-            calls = []
+        t = time.perf_counter()
+        async with sb:
+            spent("open", t)
+            opened = True
             for server, tool, params in actions:
+                t = time.perf_counter()
                 text = await sb.call_tool(tool, params, server=server)
+                spent("tools", t)
                 calls.append(ToolCallRecord(ToolCall(tool, params), text))
+            t = time.perf_counter()
             effects = await sb.effects()
+            spent("effects", t)
             query, _, _ = task.formatted(sb.init_result)
             ctx = TestContext(response="", effects=effects, tool_calls=calls,
                               messages=[{"role": "user", "content": query}],
                               init_result=sb.init_result, session_id=sb.session_id,
                               metadata=dict(task.metadata))
+            t_close = time.perf_counter()
+        spent("close", t_close)
     except (SandboxError, TaskFormatError) as e:
-        return Replay(Verdict.system_failure(str(e)), None)
-    verdict = await grade_async(task, ctx, judge)
-    return Replay(verdict, state_fingerprint(effects))
+        if not opened:
+            spent("open", t)
+        parts()
+        tm["total"] = time.perf_counter() - t0
+        return Replay(Verdict.system_failure(str(e)), None, tm, len(calls))
+    parts()
+    t, ran = time.perf_counter(), {"seconds": 0.0}
+    verdict = await grade_async(task, ctx, judge, ran=ran)
+    spent("grade", t)
+    tm["grade_wait"] = max(0.0, tm["grade"] - ran["seconds"])
+    tm["total"] = time.perf_counter() - t0
+    return Replay(verdict, state_fingerprint(effects), tm, len(calls))
 
 
 async def check_task(task: Task, registry: ServerRegistry, *, perturb: bool, noop: bool,
-                     strip: bool, timeout: float) -> dict[str, Any]:
-    """Everything validate-golden learns about one task, as a JSON-ready dict."""
+                     strip: bool, timeout: float, timings: Breakdown | None = None) -> dict[str, Any]:
+    """Everything validate-golden learns about one task, as a JSON-ready dict (each replay's
+    timings added to `timings`)."""
     ws = strip_sources(task.world_state()) if strip else None
     try:
         paths = task.golden_paths()
@@ -108,7 +147,10 @@ async def check_task(task: Task, registry: ServerRegistry, *, perturb: bool, noo
     actions = paths[0]
 
     async def run(acts: list[Action]) -> Replay:
-        return await replay(task, registry, acts, world_state=ws, timeout=timeout)
+        r = await replay(task, registry, acts, world_state=ws, timeout=timeout)
+        if timings is not None:
+            timings.add(r.timings, {"tools": r.calls})
+        return r
 
     full = await run(actions)
     out: dict[str, Any] = {"uid": task.uid, "golden": full.verdict.to_dict(),
@@ -207,15 +249,20 @@ async def validate_golden(tasks: list[Task], registry: ServerRegistry, *, pertur
                           noop: bool = False, strip: bool = False, concurrency: int = 4,
                           timeout: float = 30.0, errors: Sequence[TaskFormatError] = ()) -> dict[str, Any]:
     """Check every task (up to `concurrency` at once) and return the summary dict (`errors`: the
-    dataset's load errors, reported with it)."""
+    dataset's load errors, reported with it; `timings`: where the replays' time went,
+    `Breakdown.to_json()`)."""
     gate = asyncio.Semaphore(max(1, concurrency))
+    timings = Breakdown()
 
     async def one(t: Task) -> dict[str, Any]:
         async with gate:
-            return await check_task(t, registry, perturb=perturb, noop=noop, strip=strip, timeout=timeout)
+            return await check_task(t, registry, perturb=perturb, noop=noop, strip=strip, timeout=timeout,
+                                    timings=timings)
 
+    t0 = time.perf_counter()
     results = await asyncio.gather(*(one(t) for t in tasks))
     summary = summarize(list(results), perturb=perturb, noop=noop, errors=errors)
+    summary["timings"] = {**timings.to_json(), "run_seconds": time.perf_counter() - t0}
     if registry.uses_fork():  # how the process servers started: forks, spawns, proofs, fallbacks
         summary["process_starts"] = registry.process_stats()
     return summary

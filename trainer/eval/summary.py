@@ -31,11 +31,7 @@ def summary_text(doc: AggDoc, path: str | Path) -> str:
                      + ("—" if mdd is None else f"{mdd * 100:.1f} pt") + " (paired, 95%, 80% power)")
     if o.note:
         lines.append(f"  note: {o.note}")
-    width = max((len(d) for d in doc.by_domain), default=6)
-    for d, b in doc.by_domain.items():
-        bk = b.observed_k_of_k
-        lines.append(f"  {d:<{width}}  {b.tasks:>4} task(s)  pass@1 {pct(b.pass_at_1.value):>7}  "
-                     f"observed {bk.k}/{bk.k} {bk.tasks}")
+    lines += domain_lines(doc)
     cost = o.cost
     if cost:
         lines.append(f"  cost: campaign {dollars(cost.campaign)}, per successful attempt "
@@ -51,4 +47,16 @@ def summary_text(doc: AggDoc, path: str | Path) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["summary_text"]
+def domain_lines(doc: AggDoc) -> list[str]:
+    """The per-domain table of the summary, a line per domain: tasks, pass@1, observed k/k (what
+    `tbt eval` and `tbt aggregate` print, and `tbt run` at its end)."""
+    width = max((len(d) for d in doc.by_domain), default=6)
+    lines = []
+    for d, b in doc.by_domain.items():
+        bk = b.observed_k_of_k
+        lines.append(f"  {d:<{width}}  {b.tasks:>4} task(s)  pass@1 {pct(b.pass_at_1.value):>7}  "
+                     f"observed {bk.k}/{bk.k} {bk.tasks}")
+    return lines
+
+
+__all__ = ["domain_lines", "summary_text"]

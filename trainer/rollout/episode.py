@@ -40,6 +40,7 @@ nothing is re-rendered. The record's `tokens` holds them.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import time
 import traceback
@@ -48,10 +49,11 @@ from datetime import datetime, timezone
 from typing import Any
 
 from trainer.core import tb_interpret as ti
+from trainer.core.timings import KEYS as TIMING_KEYS
 from trainer.env.grading.context import TestContext, ToolCall, ToolCallRecord
 from trainer.env.errors import TaskFormatError
 from trainer.env.grading.grader import grade_async
-from trainer.env.grading.judge import Judge
+from trainer.env.grading.judge import ASKING_METHODS, Judge
 from trainer.env.sandbox.mcp_host import Sandbox, SandboxError, ServerRegistry, strip_sources
 from trainer.env.taskformat.tasks import Agent, Task
 from trainer.rollout import agentview
@@ -238,9 +240,10 @@ class _Loop:
         try:
             text = ti.valid_unicode(await self.sb.call_tool(call.name, dict(call.arguments)))  # goes into requests
         finally:
-            self.rec.timings["tools"] += time.perf_counter() - t
+            took = time.perf_counter() - t
+            self.rec.timings["tools"] += took
         self.executed.append(ToolCallRecord(ToolCall(call.name, dict(call.arguments)), text))
-        self.rec.tool_calls[-1]["seconds"] = round(time.perf_counter() - t, 6)
+        self.rec.tool_calls[-1]["seconds"] = round(took, 6)  # the same measure as timings.tools
         if spec is not None and spec["direct_response"]:
             self._show(_fill(spec["direct_response"], text))
         return text
@@ -384,7 +387,7 @@ def _new_record(task: Task, repetition: int, seed: int, attempt: int, setup: Epi
         user=user.identity() if user is not None else {"kind": "none"}, judge=dict(setup.judge_identity),
         usage={"agent": {"calls": 0, "input_tokens": 0, "output_tokens": 0},
                "user": {"calls": 0, "input_tokens": 0, "output_tokens": 0}, "judge": {"calls": 0}},
-        timings={k: 0.0 for k in ("open", "agent", "user", "tools", "effects", "grade", "close", "total")},
+        timings=dict.fromkeys(TIMING_KEYS, 0.0),
         started_at=datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
         synthetic=setup.policy.synthetic or bool(user is not None and user.synthetic))
 
@@ -397,14 +400,17 @@ async def run_episode(task: Task, setup: EpisodeSetup, *, repetition: int = 0, s
     cfg = setup.config
     t_start = time.perf_counter()
     loop: _Loop | None = None
+    sb: Sandbox | None = None
+    t_open: float | None = None
     stage = "open"
     try:
         ws = strip_sources(task.world_state()) if cfg.strip_sources else None
         sb = Sandbox(task, setup.registry, setup.agent, call_timeout=cfg.call_timeout,
                      open_timeout=cfg.open_timeout, world_state=ws, tool_order=agentview.tool_order(cfg.agent_view))
-        t = time.perf_counter()
+        t_open = time.perf_counter()
         async with sb:
-            rec.timings["open"] = time.perf_counter() - t
+            rec.timings["open"] = time.perf_counter() - t_open
+            _open_parts(rec, sb)
             stage = "episode"
             loop = _Loop(task, setup, sb, rec, EpisodeInfo(task, repetition, seed))
             rec.end_reason = await loop.run()
@@ -415,17 +421,22 @@ async def run_episode(task: Task, setup: EpisodeSetup, *, repetition: int = 0, s
             t_close = time.perf_counter()
         rec.timings["close"] = time.perf_counter() - t_close
     except (SandboxError, PolicyError, UserError, TaskFormatError) as e:
+        _opening_failed(rec, sb, t_open, stage)
         return _failed(rec, str(e), loop, t_start)
     except Exception as e:  # a bug of ours or of a component: never a score, and visible
+        _opening_failed(rec, sb, t_open, stage)
         return _failed(rec, f"internal error during {stage}: {type(e).__name__}: {e}", loop, t_start,
                        traceback.format_exc(limit=8))
     _finish(rec, loop)
     ctx = TestContext(response=loop.response, effects=effects, tool_calls=loop.executed, messages=rec.messages,
                       init_result=sb.init_result, session_id=sb.session_id, metadata=dict(task.metadata),
                       tool_direct_responses=loop.direct)
+    judge, ran = _TimedJudge(setup.judge), {"seconds": 0.0}
     t = time.perf_counter()
-    verdict = await grade_async(task, ctx, setup.judge, isolate=cfg.isolate_tests)
+    verdict = await grade_async(task, ctx, judge, isolate=cfg.isolate_tests, ran=ran)
     rec.timings["grade"] = time.perf_counter() - t
+    rec.timings["judge"] = judge.seconds
+    rec.timings["grade_wait"] = max(0.0, rec.timings["grade"] - ran["seconds"])
     rec.verdict = {**verdict.to_dict(),
                    "diff": {s: fx["diff"] for s, fx in effects.items() if isinstance(fx, dict) and "diff" in fx}}
     rec.usage["judge"]["calls"] = len(verdict.judge_calls)
@@ -434,6 +445,44 @@ async def run_episode(task: Task, setup: EpisodeSetup, *, repetition: int = 0, s
         rec.end_reason = "system_error"
     rec.timings["total"] = time.perf_counter() - t_start
     return rec
+
+
+class _TimedJudge(Judge):
+    """The run's judge for one grading, timed: each asking method goes to `inner` (which keeps no
+    state between questions, judge.py) and the seconds spent waiting on it add up in `seconds`
+    (the record's `timings.judge`, a part of `grade`)."""
+
+    def __init__(self, inner: Judge):
+        self.inner = inner
+        self.evaluates = getattr(inner, "evaluates", True)
+        self.seconds = 0.0
+
+    def _timed(self, method: str, *args: Any) -> Any:
+        t = time.perf_counter()
+        try:
+            return getattr(self.inner, method)(*args)
+        finally:
+            self.seconds += time.perf_counter() - t
+
+
+for _method in ASKING_METHODS:
+    setattr(_TimedJudge, _method, functools.partialmethod(_TimedJudge._timed, _method))
+del _method
+
+
+def _open_parts(rec: EpisodeRecord, sb: Sandbox) -> None:
+    """Where the session start went, as the sandbox measured it (`timings.open_<part>`)."""
+    for part, seconds in sb.open_seconds.items():
+        rec.timings[f"open_{part}"] = seconds
+
+
+def _opening_failed(rec: EpisodeRecord, sb: Sandbox | None, t_open: float | None, stage: str) -> None:
+    """A system error: what the session start took, when it was opening that failed."""
+    if sb is None:
+        return
+    if stage == "open" and t_open is not None:
+        rec.timings["open"] = time.perf_counter() - t_open
+    _open_parts(rec, sb)
 
 
 def _finish(rec: EpisodeRecord, loop: _Loop | None) -> None:

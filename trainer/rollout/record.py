@@ -36,7 +36,15 @@ Version 1 fields (`EpisodeRecord`; every field is written, absent values are nul
                   token_budget | time_budget | context_limit | system_error
     system_error  null, or "<where>: <cause>" (then the episode is never scored)
     usage         {"agent": {calls, input_tokens, output_tokens}, "user": {...}, "judge": {calls}}
-    timings       seconds per phase: open, agent, user, tools, effects, grade, close, total
+    timings       seconds per phase (trainer/core/timings.py): open (the session start) and its parts
+                  open_in_process, open_spawn, open_fork, open_reuse, open_remote (each server's
+                  connection by how it started), open_proof, open_init; agent (waiting on the
+                  policy), user, tools (server calls), effects, grade (the test) and its parts judge
+                  and grade_wait (queued for a thread and the event loop), close (teardown), total
+                  (the episode's wall time). The counts beside them are
+                  `usage.*.calls` and the `tool_calls` with `seconds` (`phase_counts`). Records
+                  written before the parts, judge and grade_wait existed have the others; older
+                  ones none
     turns         {"agent": n, "user": n}: agent turns counted as max_agent_sim_turns counts them
     started_at    ISO 8601 UTC
     synthetic     true when any model output came from the synthetic policy
@@ -56,9 +64,10 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from trainer.core.redact import redact
+from trainer.core.timings import Breakdown
 
 RECORD_VERSION = 1
 END_REASONS = ("done", "end_turn_tool", "agent_limit", "agent_turn_cap", "empty_turns", "user_limit", "no_user_llm", "token_budget",
@@ -105,6 +114,14 @@ class EpisodeRecord:
     def passed(self) -> bool:
         return bool(self.verdict.get("passed")) and self.system_error is None
 
+    def phase_counts(self) -> dict[str, int]:
+        """The counts beside the timings: model calls of the agent and the user, judge questions,
+        and the tool calls that reached a server (those with `seconds`)."""
+        u = self.usage or {}
+        return {"agent": int((u.get("agent") or {}).get("calls") or 0), "user": int((u.get("user") or {}).get("calls") or 0),
+                "judge": int((u.get("judge") or {}).get("calls") or 0),
+                "tools": sum(1 for c in self.tool_calls if isinstance(c, dict) and "seconds" in c)}
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
@@ -117,6 +134,12 @@ class EpisodeRecord:
         if v != RECORD_VERSION:
             raise ValueError(f"episode record version {v!r} is not {RECORD_VERSION} (uid {d.get('uid')!r})")
         return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d})
+
+
+def timing_breakdown(records: Iterable[EpisodeRecord]) -> Breakdown:
+    """Where these episodes' time went (trainer/core/timings.py): their timings summed per phase;
+    a record without timings is counted in `untimed`."""
+    return Breakdown.of((r.timings, r.phase_counts()) for r in records)
 
 
 def _jsonable(x: Any) -> Any:
@@ -221,4 +244,4 @@ class RecordWriter:
 
 
 __all__ = ["END_REASONS", "RECORD_VERSION", "EpisodeRecord", "RecordFileError", "RecordWriter", "encode_line",
-           "read_records", "tb_result_passed"]
+           "read_records", "tb_result_passed", "timing_breakdown"]

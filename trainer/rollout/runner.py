@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Sequence
 
+from trainer.core.timings import Breakdown
 from trainer.env.errors import DatasetError
 from trainer.env.taskformat.tasks import Task
 from trainer.rollout.episode import EpisodeSetup, run_episode
@@ -140,6 +141,7 @@ class RunResult:
     left_out: dict[str, str] = field(default_factory=dict)  # uid -> why it was not played (--skip-judged)
     interrupted: bool = False
     seconds: float = 0.0
+    timings: Breakdown = field(default_factory=Breakdown)  # where the time went: every attempt played now
 
     @property
     def rate(self) -> float:
@@ -246,7 +248,9 @@ async def run_episodes(tasks: Sequence[Task], repeat: int, execute: Execute, *, 
 
             async def play(attempt: int) -> EpisodeRecord:
                 try:
-                    return writable(await execute(task, rep, s, attempt), task)
+                    rec = await execute(task, rep, s, attempt)
+                    result.timings.add(rec.timings, rec.phase_counts())
+                    return writable(rec, task)
                 except Exception as e:  # an executor that broke (a dead worker): a system error like any other
                     return _crashed(task, rep, s, attempt, e)
 

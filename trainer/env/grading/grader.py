@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -221,9 +222,21 @@ def grade(task: Any, ctx: TestContext, judge: Judge | None = None, *, isolate: b
     return _outcome(fn, ctx, judge, fixtures, str(task.file))
 
 
-async def grade_async(task: Any, ctx: TestContext, judge: Judge | None = None, **kw: Any) -> Verdict:
-    """`grade` in a worker thread, so a judge's HTTP wait does not block the event loop."""
-    return await asyncio.to_thread(grade, task, ctx, judge, **kw)
+async def grade_async(task: Any, ctx: TestContext, judge: Judge | None = None, *,
+                      ran: dict[str, float] | None = None, **kw: Any) -> Verdict:
+    """`grade` in a worker thread, so a judge's HTTP wait does not block the event loop. With
+    `ran`, `ran["seconds"]` is how long the grading ran in its thread (the rest of the wait for it
+    went to the thread pool's queue and to the event loop, busy with other episodes, resuming it)."""
+    if ran is None:
+        return await asyncio.to_thread(grade, task, ctx, judge, **kw)
+
+    def timed() -> Verdict:
+        t = time.perf_counter()
+        try:
+            return grade(task, ctx, judge, **kw)
+        finally:
+            ran["seconds"] = time.perf_counter() - t
+    return await asyncio.to_thread(timed)
 
 
 # ---------------------------------------------------------------------------- subprocess isolation

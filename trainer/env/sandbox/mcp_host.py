@@ -43,6 +43,14 @@ The direct in-process path: when an in-process server offers `direct_tools()` an
 running `mcp.Client(server)`: same listing, same `CallToolResult`s, same teardown, no JSON-RPC.
 `ServerSpec(..., direct=False)` forces the MCP path (tests compare the two); servers without the
 interface always use it.
+
+Where opening goes (`Sandbox.open_seconds`, seconds per part, `OPEN_PARTS`; episode records keep
+them as `timings.open_<part>`): each server's connection by how it started (`in_process`: made
+here, direct or over `mcp.Client`; `spawn`, `fork`, `reuse`: a process server's start and MCP
+handshake, a fork's first session including its template's start; `remote`: an endpoint's
+session), `proof` (proving a fork or reuse start against a spawned process) and `init` (the
+`__reserved__init` calls). What opening spends besides (listing the agent's tools, an embedded
+search index) is the rest of the episode's `open`.
 """
 
 from __future__ import annotations
@@ -52,6 +60,7 @@ import json
 import logging
 import math
 import tempfile
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
@@ -64,6 +73,7 @@ from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, CallToolResult
 
+from trainer.core.timings import OPEN_PARTS  # Sandbox.open_seconds's parts
 from trainer.env.sandbox import kb_search
 from trainer.env.errors import SandboxError, TaskFormatError  # noqa: F401  (SandboxError: re-exported)
 from trainer.env.sandbox.forkserver import (ProcessStarts, ReusedProcess, Template, TemplateError,
@@ -134,6 +144,7 @@ class ServerConnection:
         self._errlog: Any = None
         self.server: Any = None  # the in-process server object, when there is one
         self._read_timeout = max(open_timeout, call_timeout)
+        self.started_as: str | None = None  # set on opening: one of OPEN_PARTS but proof and init
 
     @property
     def closed(self) -> bool:
@@ -261,6 +272,7 @@ class ServerConnection:
 
     async def __aenter__(self) -> ServerConnection:
         if self.spec.type == "in-process":
+            self.started_as = "in_process"
             try:
                 if self._open_direct():
                     return self
@@ -268,6 +280,10 @@ class ServerConnection:
                 self._direct = None
                 raise SandboxError(self.spec.name, "connect", self._cause(e)) from e
         await self._choose_start()
+        if self.spec.type == "mcp-process":
+            self.started_as = "fork" if self._template is not None else "reuse" if self._reused is not None else "spawn"
+        elif self.spec.type == "mcp-remote":
+            self.started_as = "remote"
         self._stack = AsyncExitStack()
         try:
             # The handshake is bounded by the client's read timeout: a `fail_after` scope cannot
@@ -379,6 +395,7 @@ def parse_init_reply(server: str, result: CallToolResult) -> dict[str, Any]:
 
 
 _NO_AGENT = Agent("none", Path("."), "", [])
+_STARTED_AS = {"in-process": "in_process", "mcp-process": "spawn", "mcp-remote": "remote"}  # a connection that failed early
 
 
 class Sandbox:
@@ -410,6 +427,10 @@ class Sandbox:
         self._visible: set[str] = set()  # the MCP tools of the agent's view
         self.kb: kb_search.EmbeddedSearch | None = None  # search_policy tools served from an embedded index
         self._stack: AsyncExitStack | None = None
+        self.open_seconds: dict[str, float] = dict.fromkeys(OPEN_PARTS, 0.0)  # where opening went (module docstring)
+
+    def _spent(self, part: str, since: float) -> None:
+        self.open_seconds[part] += time.perf_counter() - since
 
     async def __aenter__(self) -> Sandbox:
         self._stack = AsyncExitStack()
@@ -422,12 +443,20 @@ class Sandbox:
                 spec = self.registry.get(server)
                 due = self.registry.starts.proof_due(spec) if spec.type == "mcp-process" else None
                 if due is not None:
-                    await prove_start(self.registry, spec, config, self._golden(server), self.session_id,
-                                      first=due == "first", call_timeout=self.call_timeout,
-                                      open_timeout=self.open_timeout)
+                    t = time.perf_counter()
+                    try:
+                        await prove_start(self.registry, spec, config, self._golden(server), self.session_id,
+                                          first=due == "first", call_timeout=self.call_timeout,
+                                          open_timeout=self.open_timeout)
+                    finally:
+                        self._spent("proof", t)
                 conn = ServerConnection(spec, call_timeout=self.call_timeout, open_timeout=self.open_timeout,
                                         starts=self.registry.starts)
-                await self._stack.enter_async_context(conn)
+                t = time.perf_counter()
+                try:
+                    await self._stack.enter_async_context(conn)
+                finally:
+                    self._spent(conn.started_as or _STARTED_AS.get(spec.type, "in_process"), t)
                 self._stack.push_async_callback(self._teardown, server, conn)
                 self.connections[server] = conn
                 init = conn.tools.get(RESERVED_PREFIX + "init")
@@ -436,7 +465,12 @@ class Sandbox:
                 args: dict[str, Any] = {"config": config}
                 if "session_id" in (init.input_schema or {}).get("properties", {}):
                     args["session_id"] = self.session_id
-                self.init_result[server] = parse_init_reply(server, await conn.call(init.name, args, "init"))
+                t = time.perf_counter()
+                try:
+                    reply = await conn.call(init.name, args, "init")
+                finally:
+                    self._spent("init", t)
+                self.init_result[server] = parse_init_reply(server, reply)
                 for name, t in conn.tools.items():
                     if name.startswith(RESERVED_PREFIX):
                         continue
@@ -595,5 +629,5 @@ def strip_sources(world_state: dict[str, Any]) -> dict[str, Any]:
             for s, c in world_state.items()}
 
 
-__all__ = ["Sandbox", "SandboxError", "ServerConnection", "ServerRegistry", "ServerSpec",
+__all__ = ["OPEN_PARTS", "Sandbox", "SandboxError", "ServerConnection", "ServerRegistry", "ServerSpec",
            "parse_init_reply", "prove_start", "result_text", "strip_sources"]

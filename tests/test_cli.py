@@ -140,7 +140,7 @@ def test_help_example_runs(example, run_dir):
         if argv[0] == "show" and not Path(argv[1]).exists():
             assert invoke("run", "data/samples", "--policy", "synthetic", "--repeat", "2", "--output", argv[1],
                           "--no-progress").exit_code == 0
-    if argv[0] in ("eval", "aggregate", "compare", "export", "reverify", "view"):  # records and agg.json: in the scratch directory too
+    if argv[0] in ("eval", "aggregate", "compare", "export", "reverify", "view", "report"):  # records and agg.json: in the scratch directory too
         os.chdir(run_dir)
         for name, make in EVAL_INPUTS.items():  # what the example reads: an agg.json, or the records beside it
             if {name, name.replace(".agg.json", ".jsonl")} & set(argv) and not Path(name).exists():

@@ -35,6 +35,10 @@ def report_command(
         "A run over other tasks than the base is refused; compare it on the tasks both hold (said in the page)."))] = False,
     at_k: Annotated[Optional[int], typer.Option("--at-k", min=1, help=(
         "A run of another k than the base is refused; compare at this k (said in the page)."))] = None,
+    view: Annotated[bool, typer.Option("--view", help=(
+        "Also write the trajectory viewer (tbt view) of every run's episodes beside the report, as NAME-episodes.html, "
+        "from the records each agg.json names in its sources; the report links it, and each comparison's tasks that "
+        "moved most link to their episodes."))] = False,
 ) -> None:
     """Tables and plots of one or more runs: the runs with their intervals; with two or more, each
     later run against the first (Table 1, costs, the per-domain heatmap of base, candidate and
@@ -42,12 +46,13 @@ def report_command(
     reliability curves (pass^k and pass@k vs k); per-domain tables; the band histogram of
     --probes; with --difficulty, the online-difficulty trace (every task's posterior mean after
     every training step) and the tasks that moved most. The HTML holds everything but the PNGs,
-    which it links by relative name.
+    which it links by relative name. With --view, the episode viewer page beside it, linked.
 
     \b
     Examples:
       tbt report tests/fixtures/eval/base.agg.json tests/fixtures/eval/candidate.agg.json --html report.html --probes tests/fixtures/eval/bands.csv
       tbt report tests/fixtures/eval/base.agg.json --html base-report.html
+      tbt report base.agg.json cand.agg.json --html out/report.html --view
       tbt report tests/fixtures/eval/base.agg.json --html train-report.html --difficulty tests/fixtures/eval/difficulty.json
     """
     from trainer.eval.report import ReportError, report
@@ -55,12 +60,16 @@ def report_command(
 
     try:
         sections = [difficulty_section(difficulty)] if difficulty is not None else []
-        written = report(aggs, html_out, probes=probes, sections=sections, common_tasks=common_tasks, at_k=at_k)
+        written = report(aggs, html_out, probes=probes, sections=sections, common_tasks=common_tasks, at_k=at_k,
+                         view=view)
     except (ReportError, DifficultyError) as e:
         _fail(f"error: {e}")
     except OSError as e:
         _fail(f"error: {e.filename or html_out}: {e.strerror}")
-    typer.echo(f"wrote {written[0]} and {len(written) - 1} plot(s): {', '.join(p.name for p in written[1:])}")
+    plots = [p for p in written[1:] if p.suffix == ".png"]
+    pages = [p for p in written[1:] if p.suffix == ".html"]
+    typer.echo(f"wrote {written[0]} and {len(plots)} plot(s): {', '.join(p.name for p in plots)}"
+               + "".join(f"; the episode viewer {p.name}, linked from it" for p in pages))
 
 
 def difficulty_section(path: Path, top: int = 10) -> Section:

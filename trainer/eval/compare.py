@@ -8,10 +8,14 @@
 - per domain (the seed's Figure 3): pass@1, pass@k, observed k/k in %, base → candidate (points);
 - Table 3 (when both have costs): campaign cost, cost per successful attempt, tasks passing
   k/k, cost per dependable task; changes in % (of the unrounded figures) and "N× as many";
-- the noise floor (`noise`): whether the pass@1 change, overall and per domain, is more than the
-  attempts' own noise (`metrics.paired_noise_test`, Bonferroni over the changes judged), and when
-  not, how many attempts per task or tasks would detect a change that size. (The paired
-  bootstrap answers another question: would the change hold on other tasks like these.)
+- per tag (`tags`, when the runs were aggregated with their dataset: agg.json's task `tags`, the
+  `domain:` tag aside): pass@1, pass@k and observed k/k base → candidate, as per domain;
+- the noise floor (`noise`): whether the pass@1 change, overall, per domain and per tag, is more
+  than the attempts' own noise (`metrics.paired_noise_test`), and when not, how many attempts per
+  task or tasks would detect a change that size. Bonferroni within each family of changes judged
+  together: overall and the domains (when there are several; `tests`), and the tags, a family of
+  their own (`tag_tests`), so that a dataset's tags never move the overall and per-domain verdicts.
+  (The paired bootstrap answers another question: would the change hold on other tasks like these.)
 
 Only like with like: runs of a different k (attempts per task) or over different task sets are
 refused (`CompareError`), since pass@k and observed k/k of k = 4 and k = 2 are different
@@ -140,18 +144,24 @@ def compare(base: AggDoc | Mapping[str, Any], cand: AggDoc | Mapping[str, Any], 
         "domains": [_domain(d, [base.tasks[u] for u in uids if base.tasks[u].domain == d],
                             [cand.tasks[u] for u in uids if cand.tasks[u].domain == d], k) for d in domains],
     }
+    tagged = {t: [u for u in uids if t in _tags(base.tasks[u], cand.tasks[u])]
+              for t in sorted({t for u in uids for t in _tags(base.tasks[u], cand.tasks[u])})}
+    out["tags"] = [_domain(t, [base.tasks[u] for u in us], [cand.tasks[u] for u in us], k, key="tag")
+                   for t, us in tagged.items()]
     doms_both = [d for d in domains if any(base.tasks[u].domain == d and base.tasks[u].n and cand.tasks[u].n
                                            for u in uids)]
+    tags_both = [t for t, us in tagged.items() if any(base.tasks[u].n and cand.tasks[u].n for u in us)]
     tests = 1 + (len(doms_both) if len(doms_both) > 1 else 0)
 
-    def noise(members: Sequence[str]) -> dict[str, Any]:
+    def noise(members: Sequence[str], family: int = tests) -> dict[str, Any]:
         ms = [u for u in members if base.tasks[u].n and cand.tasks[u].n]
         return metrics.paired_noise_test([base.tasks[u].tally for u in ms], [cand.tasks[u].tally for u in ms],
-                                         tests=tests)
+                                         tests=family)
 
     out["noise"] = {"overall": noise(uids), "tests": tests,
                     "domains": ({d: noise([u for u in uids if base.tasks[u].domain == d]) for d in doms_both}
-                                if len(doms_both) > 1 else {})}
+                                if len(doms_both) > 1 else {}),
+                    "tag_tests": len(tags_both), "tags": {t: noise(tagged[t], len(tags_both)) for t in tags_both}}
     bo, co = base.overall, cand.overall
     if bo.cost is not None and co.cost is not None:
         if own:
@@ -178,7 +188,13 @@ def _diff(a: float | None, b: float | None, scale: float = 1.0) -> float | None:
     return None if a is None or b is None else (a - b) * scale
 
 
-def _domain(name: str, b: Sequence[TaskRow], c: Sequence[TaskRow], k: int) -> dict[str, Any]:
+def _tags(b: TaskRow, c: TaskRow) -> list[str]:
+    """A task's tags in either run's agg.json (the same dataset gives both the same)."""
+    return list(dict.fromkeys([*(b.tags or []), *(c.tags or [])]))
+
+
+def _domain(name: str, b: Sequence[TaskRow], c: Sequence[TaskRow], k: int, key: str = "domain") -> dict[str, Any]:
+    """One group's figures (a domain, or with `key="tag"` a tag): base, candidate, change in points."""
     def figures(rows: Sequence[TaskRow]) -> dict[str, Any] | None:
         if not any(r.n for r in rows):
             return None
@@ -191,7 +207,7 @@ def _domain(name: str, b: Sequence[TaskRow], c: Sequence[TaskRow], k: int) -> di
     change = None
     if fb and fc:
         change = {m: _diff(fc[m], fb[m], 100) for m in ("pass_at_1", "solved_at_least_once", "observed_k_of_k")}
-    return {"domain": name, "base": fb, "candidate": fc, "change_pt": change}
+    return {key: name, "base": fb, "candidate": fc, "change_pt": change}
 
 
 def _costs(b: Cost, c: Cost, k: str) -> dict[str, Any]:
@@ -287,6 +303,16 @@ def render(cmp: Mapping[str, Any]) -> str:
     for d in doms:
         rows.append([d["domain"], _tasks(d), *(_move(d, m) for m in ("pass_at_1", "solved_at_least_once", "observed_k_of_k"))])
     lines += _table(rows)
+    if cmp.get("tags"):
+        tn = (nz or {}).get("tags") or {}
+        judged = (f"; the pass@1 change against the attempts' noise (the {nz['tag_tests']} tags judged together, "
+                  "Bonferroni)" if nz else "")
+        lines += ["", f"Per tag (%): base → candidate (change, points){judged}"]
+        rows = [["Tag", "Tasks", "pass@1", f"pass@{k}", f"Observed {k}/{k}", "pass@1 change vs noise"]]
+        for g in cmp["tags"]:
+            rows.append([g["tag"], _tasks(g), *(_move(g, m) for m in ("pass_at_1", "solved_at_least_once", "observed_k_of_k")),
+                         noise_mark(tn.get(g["tag"]))])
+        lines += _table(rows)
     if "table3" in cmp:
         lines += ["", "Table 3. Estimated cost and dependability"]
         rows = [["Measure", b, "", c, "Change"]]
@@ -320,6 +346,18 @@ def noise_line(what: str, x: Mapping[str, Any], tests: int) -> str:
     return f"{what} {d}: NOT distinguishable from the attempts' noise (SE {x['se'] * 100:.2f} pt, {level}){more}"
 
 
+def noise_mark(x: Mapping[str, Any] | None) -> str:
+    """A group's noise verdict in a table cell: distinguishable, NOT distinguishable (with the attempts
+    per task that would detect it), no change, or — (not estimated: fewer than 2 attempts per task)."""
+    if not x or x["delta"] is None:
+        return "—"
+    if x["delta"] == 0:
+        return "no change"
+    if x["distinguishable"]:
+        return "distinguishable"
+    return "NOT distinguishable" + (f" (~{x['repeats_needed']:,} attempts/task)" if x["repeats_needed"] else "")
+
+
 def _count_fmt(x: float | None) -> str:
     return "d" if x is None or isinstance(x, int) else ",.1f"
 
@@ -345,4 +383,5 @@ def _move(d: Mapping[str, Any], key: str) -> str:
     return f"{_num(d['base'], key)} → {_num(d['candidate'], key)} ({_signed(ch, '.1f')})"
 
 
-__all__ = ["MINUS", "CompareError", "check_comparable", "compare", "count", "dollars", "pct", "render"]
+__all__ = ["MINUS", "CompareError", "check_comparable", "compare", "count", "dollars", "noise_mark", "noise_line", "pct",
+           "render"]

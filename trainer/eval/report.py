@@ -20,6 +20,14 @@ candidate, change) with the paired bootstrap of the pass@1 change, Table 3 (cost
 per-domain heatmap (Figure 3, trainer/eval/report_plots.py); cost per successful attempt vs
 pass@1 with the Pareto frontier (Figure 4); reliability curves (pass^k and pass@k vs k); per run,
 the per-domain table; the band histogram of `bands.csv` (data/prepare_data.py).
+
+With `view=True` (tbt report --view) the trajectory viewer (trainer/eval/view.py) of every run's
+episodes is written beside the report as `NAME-episodes.html`, from the records files each agg.json
+was aggregated from (its `sources`, found as written, i.e. from the working directory, or beside the
+agg.json; the system errors from the `.errors.jsonl` among them or beside them): the runs table links
+it, and each comparison lists the tasks whose pass share moved most, each count linking to that
+task's episodes in the viewer (`NAME-episodes.html#uid=UID&run=I`). A source that cannot be found
+or read is a `ReportError` before anything is written.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ import html
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
+from urllib.parse import quote
 
 from trainer.eval import compare as cmp_mod
 from trainer.eval import report_plots as plots
@@ -145,13 +154,14 @@ def _img(name: str, alt: str) -> str:
 
 # ---------------------------------------------------------------------------- sections
 
-def runs_section(runs: Sequence[Run]) -> str:
+def runs_section(runs: Sequence[Run], viewer: Viewer | None = None) -> str:
     any_cost = any(r.cost for r in runs)
     headers = ["run", "file", "tasks", "attempts", "pass@1", "95% Jeffreys", "95% task bootstrap", "pass@k",
                "observed k/k", "flip rate", "min. detectable Δ pass@1"] + (
-        ["campaign cost", "per successful attempt", "per dependable task"] if any_cost else [])
+        ["campaign cost", "per successful attempt", "per dependable task"] if any_cost else []) + (
+        ["episodes"] if viewer else [])
     rows = []
-    for r in runs:
+    for i, r in enumerate(runs):
         o, k = r.overall, r.k
         obs = o.observed_k_of_k
         row = [_e(r.label), f"<code>{_e(r.path.name)}</code>", f"{o.tasks:,}",
@@ -164,9 +174,94 @@ def runs_section(runs: Sequence[Run]) -> str:
             row += ([_e(cmp_mod.dollars(c.campaign)) + ("" if c.complete else " (lower bound)"),
                      _e(cmp_mod.dollars(c.per_successful_attempt)), _e(cmp_mod.dollars(c.per_dependable_task))]
                     if c else [_e(cmp_mod.dollars(None))] * 3)
+        if viewer:
+            row.append(f'<a href="{_e(viewer.name)}">{viewer.episodes[i]:,} in the viewer</a>')
         rows.append(row)
     notes = "".join(f'<p class="note">{_e(r.label)}: {_e(r.overall.note)}</p>' for r in runs if r.overall.note)
+    if viewer:
+        notes += (f'<p class="note">Every episode of these runs, to click through (tasks × repetitions, the '
+                  f'conversation, tool calls, verdict and golden-row diff of each): <a href="{_e(viewer.name)}">'
+                  f"{_e(viewer.name)}</a>.</p>")
     return "<h2 id=runs>Runs</h2>" + table(headers, rows) + notes
+
+
+@dataclass
+class Viewer:
+    """The trajectory viewer page written beside the report (`report(view=True)`): its file name,
+    the episodes of each run in it (the report's run order), and its page."""
+
+    name: str
+    episodes: list[int]
+    page: str
+
+    def link(self, uid: str, run: int) -> str:
+        return f"{self.name}#uid={quote(uid, safe='')}&run={run}"
+
+
+def _sources(run: Run) -> tuple[list[Path], list[Path]]:
+    """(records files, errors files) of an agg.json's `sources`, each found as written or beside
+    the agg.json; the errors file beside a records file is added when it exists."""
+    from trainer.rollout.runner import default_errors_path
+
+    if not run.doc.sources:
+        raise ReportError(f"--view: {run.path} names no records file (its sources are empty): write the viewer "
+                          "with tbt view RECORDS -o PAGE.html")
+    records: list[Path] = []
+    errors: list[Path] = []
+    for src in run.doc.sources:
+        p = Path(src)
+        found = next((c for c in ([p] if p.is_absolute() else [p, run.path.parent / p, run.path.parent / p.name])
+                      if c.is_file()), None)
+        if found is None:
+            raise ReportError(f"--view: {run.path} was aggregated from {src}, which is not there (looked from the "
+                              f"working directory and in {run.path.parent})")
+        (errors if found.name.endswith(".errors.jsonl") else records).append(found)
+    for r in records:
+        beside = default_errors_path(r)
+        if beside.is_file() and all(beside.resolve() != e.resolve() for e in errors):
+            errors.append(beside)
+    return records, errors
+
+
+def viewer_page(runs: Sequence[Run], name: str) -> Viewer:
+    """The viewer of every run's episodes, from the records its agg.json names (module docstring);
+    tasks grouped by the agg.json's domains."""
+    from trainer.eval import view
+    from trainer.rollout.attempts import AttemptError, read_attempts
+
+    vruns: list[view.Run] = []
+    domains: dict[str, str] = {}
+    for r in runs:
+        records, errors = _sources(r)
+        try:
+            scored = read_attempts(records, keep_records=True).attempts
+            failed = read_attempts(errors, keep_records=True).attempts if errors else []
+        except AttemptError as e:
+            raise ReportError(f"--view: {e}") from None
+        vruns.append(view.Run(records[0], scored, failed, errors[0] if errors else None, name=r.label))
+        domains.update({u: t.domain for u, t in r.doc.tasks.items() if u not in domains})
+    data = view.page_data(vruns, domains_of=domains, title="Episodes: " + ", ".join(r.label for r in runs))
+    counts = [sum(e["run"] == i for e in data["episodes"]) for i in range(len(runs))]
+    return Viewer(name, counts, view.render(data))
+
+
+def moved_section(base: Run, cand: Run, index: int, viewer: Viewer, top: int = 10) -> str:
+    """The tasks whose pass share moved most from base to candidate, each count linking to the
+    task's episodes of that run in the viewer."""
+    both = [u for u in base.doc.tasks if u in cand.doc.tasks and base.doc.tasks[u].n and cand.doc.tasks[u].n]
+    share = {u: (base.doc.tasks[u].c / base.doc.tasks[u].n, cand.doc.tasks[u].c / cand.doc.tasks[u].n) for u in both}
+    moved = sorted((u for u in both if share[u][0] != share[u][1]),
+                   key=lambda u: (-abs(share[u][1] - share[u][0]), u))[:top]
+    if not moved:
+        return f'<p class="note">No task\'s pass share moved (<a href="{_e(viewer.name)}">the episodes</a>).</p>'
+    rows = []
+    for u in moved:
+        b, c = base.doc.tasks[u], cand.doc.tasks[u]
+        rows.append([_e(u), _e(b.domain), f'<a href="{_e(viewer.link(u, 0))}">{b.c}/{b.n}</a>', "→",
+                     f'<a href="{_e(viewer.link(u, index - 1))}">{c.c}/{c.n}</a>',
+                     _signed((share[u][1] - share[u][0]) * 100, " pt", 0)])
+    return (f"<h3>Tasks that moved most ({len(moved)} of {len(both)}; a count opens its episodes)</h3>"
+            + table(["task", "domain", "base", "", "candidate", "change in pass share"], rows))
 
 
 def _heat_rows(c: Mapping[str, Any], base: Run, cand: Run) -> tuple[list[str], list[list[float | None]], list[list[float | None]]]:
@@ -184,7 +279,7 @@ def _heat_rows(c: Mapping[str, Any], base: Run, cand: Run) -> tuple[list[str], l
 
 
 def comparison_section(base: Run, cand: Run, index: int, out_dir: Path, stem: str, *, common_tasks: bool = False,
-                       at_k: int | None = None) -> tuple[str, Path]:
+                       at_k: int | None = None, viewer: Viewer | None = None) -> tuple[str, Path]:
     try:
         c = cmp_mod.compare(base.doc, cand.doc, common_tasks=common_tasks, at_k=at_k, names=(base.label, cand.label))
     except cmp_mod.CompareError as e:
@@ -232,6 +327,17 @@ def comparison_section(base: Run, cand: Run, index: int, out_dir: Path, stem: st
     heads = [f"{m.format(k=k)}" for m in HEAT_METRICS]
     out.append(table(["domain"] + [f"{h} base" for h in heads] + [f"{h} cand." for h in heads]
                      + [f"Δ {h}" for h in heads], drows))
+    if c.get("tags"):
+        tnz = (nz or {}).get("tags") or {}
+        trows = [[_e(g["tag"]), f'{(g["candidate"] or g["base"] or {}).get("tasks", 0):,}', pct(g["base"]["pass_at_1"] if g["base"] else None),
+                  pct(g["candidate"]["pass_at_1"] if g["candidate"] else None),
+                  _signed(g["change_pt"]["pass_at_1"] if g["change_pt"] else None, " pt"),
+                  _e(cmp_mod.noise_mark(tnz.get(g["tag"])))] for g in c["tags"]]
+        out.append(f'<h3>Per tag</h3><p class="note">The pass@1 change of each tag against the attempts\' noise, '
+                   f'the {nz["tag_tests"] if nz else len(trows)} tags judged together (Bonferroni).</p>'
+                   + table(["tag", "tasks", "pass@1 base", "pass@1 cand.", "Δ pass@1", "vs noise"], trows))
+    if viewer is not None:
+        out.append(moved_section(base, cand, index, viewer))
     return "".join(out), png
 
 
@@ -291,10 +397,12 @@ def bands_section(path: Path, out_dir: Path, stem: str) -> tuple[str, Path]:
 
 
 def report(agg_paths: Sequence[str | Path], html_path: str | Path, probes: str | Path | None = None,
-           sections: Sequence[Section] = (), *, common_tasks: bool = False, at_k: int | None = None) -> list[Path]:
-    """Write the HTML and its PNGs (module docstring); the files written, the HTML first. A
-    candidate of another k or over other tasks than the base is a `ReportError` unless
-    `common_tasks` / `at_k` say how to compare them (trainer/eval/compare.py; said in the page)."""
+           sections: Sequence[Section] = (), *, common_tasks: bool = False, at_k: int | None = None,
+           view: bool = False) -> list[Path]:
+    """Write the HTML and its PNGs (module docstring); the files written, the HTML first (and with
+    `view`, the viewer page last). A candidate of another k or over other tasks than the base is a
+    `ReportError` unless `common_tasks` / `at_k` say how to compare them (trainer/eval/compare.py;
+    said in the page)."""
     if not agg_paths:
         raise ReportError("give at least one agg.json")
     runs = load_runs(agg_paths)
@@ -306,12 +414,14 @@ def report(agg_paths: Sequence[str | Path], html_path: str | Path, probes: str |
             raise ReportError(f"{runs[0].path} vs {cand.path}: {e}") from None
     html_path = Path(html_path)
     out_dir = html_path.parent
-    out_dir.mkdir(parents=True, exist_ok=True)
     stem = html_path.stem
+    viewer = viewer_page(runs, f"{stem}-episodes.html") if view else None  # every source read before writing
+    out_dir.mkdir(parents=True, exist_ok=True)
     pngs: list[Path] = []
-    parts = [runs_section(runs)]
+    parts = [runs_section(runs, viewer)]
     for i, cand in enumerate(runs[1:], start=2):
-        text, png = comparison_section(runs[0], cand, i, out_dir, stem, common_tasks=common_tasks, at_k=at_k)
+        text, png = comparison_section(runs[0], cand, i, out_dir, stem, common_tasks=common_tasks, at_k=at_k,
+                                       viewer=viewer)
         parts.append(text)
         pngs.append(png)
     text, png = pareto_section(runs, out_dir, stem)
@@ -336,10 +446,16 @@ def report(agg_paths: Sequence[str | Path], html_path: str | Path, probes: str |
             f'{_e(f" and {probes}") if probes else ""}. pass@k and pass^k are the unbiased estimators; '
             "system errors are excluded and re-run, never counted as failures.</p>"
             + "".join(parts) + "</body></html>\n")
+    extra: list[Path] = []
+    if viewer is not None:
+        from trainer.eval.view import write_page
+
+        write_page(viewer.page, out_dir / viewer.name)
+        extra.append(out_dir / viewer.name)
     tmp = html_path.with_name(html_path.name + ".tmp")
     tmp.write_text(page, encoding="utf-8")
     tmp.replace(html_path)
-    return [html_path, *pngs]
+    return [html_path, *pngs, *extra]
 
 
-__all__ = ["ReportError", "Run", "Section", "load_runs", "read_bands", "report", "table"]
+__all__ = ["ReportError", "Run", "Section", "Viewer", "load_runs", "read_bands", "report", "table", "viewer_page"]

@@ -35,7 +35,7 @@ import html
 import http.server
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,6 +63,7 @@ class Run:
     scored: list[Attempt]
     errors: list[Attempt] = field(default_factory=list)
     errors_path: Path | None = None
+    name: str | None = None  # what the page calls it (default: the file's name)
 
 
 def read_run(path: str | Path, errors: str | Path | None = None) -> Run:
@@ -110,8 +111,10 @@ def _episode(i: int, run: int, a: Attempt, kind: str) -> dict[str, Any]:
     return cut(ep)
 
 
-def page_data(runs: Sequence[Run], dataset: Dataset | None = None, title: str | None = None) -> dict[str, Any]:
-    """What the page shows (module docstring)."""
+def page_data(runs: Sequence[Run], dataset: Dataset | None = None, title: str | None = None,
+              domains_of: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """What the page shows (module docstring); `domains_of` (uid -> domain, e.g. an agg.json's
+    tasks) groups tasks where no dataset is given."""
     episodes: list[dict[str, Any]] = []
     domains: dict[str, str] = {}
     out_runs = []
@@ -134,7 +137,7 @@ def page_data(runs: Sequence[Run], dataset: Dataset | None = None, title: str | 
         mine = [e for e in episodes if e["run"] == r_i]
         label = next((((a.record or {}).get("run") or {}).get("policy") for a in run.scored if a.record), None)
         reps = [e["repetition"] for e in mine if e["repetition"] is not None]
-        out_runs.append({"name": run.path.name, "path": str(run.path), "label": label or "",
+        out_runs.append({"name": run.name or run.path.name, "path": str(run.path), "label": label or "",
                          "errors_file": run.errors_path.name if run.errors_path else None,
                          "scored": sum(e["kind"] != "error" for e in mine), "passed": sum(e["kind"] == "pass" for e in mine),
                          "system_errors": sum(e["kind"] == "error" for e in mine), "duplicated": dup,
@@ -143,6 +146,9 @@ def page_data(runs: Sequence[Run], dataset: Dataset | None = None, title: str | 
         for uid in domains:
             if uid in dataset.tasks:
                 domains[uid] = task_domain(dataset.tasks[uid])
+    elif domains_of:
+        for uid in domains:
+            domains[uid] = domains_of.get(uid) or domains[uid]
     tasks = [{"uid": u, "domain": d} for u, d in sorted(domains.items(), key=lambda kv: (kv[1], kv[0]))]
     return {"title": title or "Episodes: " + ", ".join(r["name"] for r in out_runs), "runs": out_runs, "tasks": tasks,
             "episodes": episodes, "domains": sorted(set(domains.values())),

@@ -1,0 +1,100 @@
+"""`tbt compare` per tag (issue 28): each tag's pass@1, pass@k and observed k/k base → candidate,
+and its pass@1 change marked distinguishable or not by the noise machinery of the per-domain rows
+(metrics.paired_noise_test), Bonferroni over the tags as a family of their own: a dataset's tags
+never move the overall and per-domain verdicts.
+
+Real evaluations of the toy tasks (tbt eval, synthetic policies, real records and agg.json); the
+toy tasks' tags come from their test files.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from trainer.cli import app
+from trainer.env.taskformat.tasks import load_dataset
+from trainer.eval.aggfile import read_agg
+from trainer.eval.compare import compare, noise_mark, render
+from trainer.eval.metrics import paired_noise_test
+from trainer.eval.report import report
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "data" / "samples"
+TOY = SAMPLES / "lists" / "toy.yaml"
+
+
+def cli(*args):
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def aggs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("tags")
+    for name, policy in (("base", "synthetic:p=0.3"), ("cand", "synthetic:p=1")):
+        res = cli("eval", SAMPLES, "--test-list", TOY, "--policy", policy, "-n", 6, "-o", d / f"{name}.jsonl",
+                  "--aggregate-output", d / f"{name}.agg.json", "--no-progress")
+        assert res.exit_code == 0, res.output
+    return d
+
+
+def test_every_tag_gets_its_figures_and_its_noise_verdict(aggs):
+    b, c = read_agg(aggs / "base.agg.json"), read_agg(aggs / "cand.agg.json")
+    tasks = load_dataset(SAMPLES, test_list=TOY).tasks
+    want = sorted({t for task in tasks.values() for t in task.tags if not t.startswith("domain:")})
+    cmp = compare(b, c)
+    assert [g["tag"] for g in cmp["tags"]] == want and len(want) >= 5
+    nz = cmp["noise"]
+    assert sorted(nz["tags"]) == want
+    assert nz["tests"] == 1 and nz["domains"] == {}  # one domain (toy): the overall change alone
+    assert nz["tag_tests"] == len(want)  # the tags: their own family
+    for g in cmp["tags"]:
+        us = [u for u in b.tasks if g["tag"] in (b.tasks[u].tags or [])]
+        for who, doc in (("base", b), ("candidate", c)):
+            cs, ns = sum(doc.tasks[u].c for u in us), sum(doc.tasks[u].n for u in us)
+            assert g[who]["tasks"] == len(us) and g[who]["pass_at_1"] == pytest.approx(cs / ns)
+        assert g["change_pt"]["pass_at_1"] == pytest.approx((g["candidate"]["pass_at_1"] - g["base"]["pass_at_1"]) * 100)
+        # the same machinery as the per-domain rows: the paired test over the tag's tasks, at the family's size
+        assert nz["tags"][g["tag"]] == paired_noise_test([b.tasks[u].tally for u in us], [c.tasks[u].tally for u in us],
+                                                          tests=nz["tag_tests"])
+    marks = {t: noise_mark(x) for t, x in nz["tags"].items()}
+    assert "distinguishable" in marks.values() and any(m.startswith("NOT") for m in marks.values()), marks
+    assert nz["overall"]["tests"] == 1 and nz["overall"]["distinguishable"]
+
+
+def test_the_text_and_the_json_carry_the_tag_rows(aggs):
+    res = cli("compare", aggs / "base.agg.json", aggs / "cand.agg.json")
+    assert res.exit_code == 0, res.output
+    text = res.output
+    cmp = json.loads(cli("compare", aggs / "base.agg.json", aggs / "cand.agg.json", "--json").output)
+    assert cmp["tags"] and render(cmp) == text.rstrip("\n")
+    block = text[text.index("Per tag (%)"):]
+    assert f"(the {cmp['noise']['tag_tests']} tags judged together, Bonferroni)" in block.splitlines()[0]
+    rows = {line.split()[0]: line for line in block.splitlines()[2:] if line.strip()}
+    for g in cmp["tags"]:
+        assert rows[g["tag"]].rstrip().endswith(noise_mark(cmp["noise"]["tags"][g["tag"]])), rows[g["tag"]]
+    overall = next(x for x in text.splitlines() if x.startswith("pass@1 change") and "noise" in x)
+    assert "Bonferroni" not in overall  # the overall change alone in its family: the tags do not count
+
+
+def test_runs_aggregated_without_tags_have_no_tag_rows(aggs, tmp_path):
+    for name in ("base", "cand"):  # without --dataset agg.json knows no tags
+        res = cli("aggregate", aggs / f"{name}.jsonl", "-o", tmp_path / f"{name}.agg.json")
+        assert res.exit_code == 0, res.output
+    cmp = compare(read_agg(tmp_path / "base.agg.json"), read_agg(tmp_path / "cand.agg.json"))
+    assert cmp["tags"] == [] and cmp["noise"]["tags"] == {} and cmp["noise"]["tag_tests"] == 0
+    assert "Per tag" not in render(cmp)
+    tagged = compare(read_agg(aggs / "base.agg.json"), read_agg(aggs / "cand.agg.json"))
+    assert tagged["noise"]["overall"] == cmp["noise"]["overall"]  # tags never move the overall verdict
+
+
+def test_the_report_shows_the_tag_rows(aggs, tmp_path):
+    html, *_ = report([aggs / "base.agg.json", aggs / "cand.agg.json"], tmp_path / "r.html")
+    page = html.read_text()
+    assert "<h3>Per tag</h3>" in page and "tags judged together (Bonferroni)" in page
+    cmp = compare(read_agg(aggs / "base.agg.json"), read_agg(aggs / "cand.agg.json"))
+    for g in cmp["tags"]:
+        assert f"<td>{g['tag']}</td>" in page

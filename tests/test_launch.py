@@ -188,3 +188,33 @@ def test_one_sampling_config_for_training_and_evaluation(capsys, launch):
     out = capsys.readouterr().out
     for k in ("temperature", "top_k", "top_p"):
         assert f"actor_rollout_ref.rollout.{k}={sampling[k]}" in out
+
+
+def test_a_config_names_its_own_sampling_file_and_the_laptop_config_uses_it(capsys, tmp_path):
+    """`sampling: FILE` replaces configs/sampling.yaml in the launch (inherited through extends:),
+    so configs/laptop_grpo.yaml trains with the 256-token turns `tbt run --sampling
+    configs/sampling_laptop.yaml` plays; a config without it keeps the shared file; a bad value is
+    named with its file."""
+    import yaml
+
+    warm = tmp_path / "laptop" / "warm"
+    warm.mkdir(parents=True)
+    env = {**BASE_ENV, "DRY_RUN": "true", "LAPTOP_DIR": str(tmp_path / "laptop"), "SMOKE_DIR": str(tmp_path / "smoke"),
+           "CKPT_DIR": str(tmp_path / "ckpt")}
+    assert main([], {**env, "CONFIG": str(ROOT / "configs" / "laptop_grpo.yaml")}) == 0, capsys.readouterr()
+    out = capsys.readouterr().out
+    laptop = yaml.safe_load((ROOT / "configs" / "sampling_laptop.yaml").read_text())
+    assert laptop["max_turn_tokens"] == 256 and out.rstrip().count("+thinkingbox.max_turn_tokens=256") == 1
+    assert "actor_rollout_ref.model.path=" + str(warm) in out and "agent_loop_config_path=configs/agent_loop.yaml" in out
+    assert f"data/prepare_data.py --probes {tmp_path / 'laptop'}/probes.jsonl" in out  # the pool: its mixed tasks
+    assert not any(line.strip().lstrip("+").startswith("sampling") for line in out.splitlines())  # not for verl
+    child = tmp_path / "child.yaml"
+    child.write_text(f"extends: {ROOT / 'configs' / 'laptop_grpo.yaml'}\ntrainer.total_training_steps: 1\n")
+    assert main([], {**env, "CONFIG": str(child)}) == 0 and "+thinkingbox.max_turn_tokens=256" in capsys.readouterr().out
+    assert main([], {**env, "CONFIG": str(ROOT / "configs" / "cpu_smoke.yaml")}) == 0
+    assert "+thinkingbox.max_turn_tokens=8192" in capsys.readouterr().out
+    for value, said in [("[1, 2]", "sampling: expected the path of a sampling file"), (str(tmp_path / "none.yaml"), "none.yaml")]:
+        bad = tmp_path / "bad.yaml"
+        bad.write_text(f"extends: {ROOT / 'configs' / 'cpu_smoke.yaml'}\nsampling: {value}\n")
+        assert main([], {**env, "CONFIG": str(bad)}) == 2
+        assert said in capsys.readouterr().err

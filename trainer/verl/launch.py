@@ -29,6 +29,9 @@
    make it train on unpatched verl.
 5. A config may name `env:` (variables set for the run) and `prepare:` (argument lists run as
    `python ARGS` before it, e.g. building a local model: configs/cpu_smoke.yaml); both are printed.
+   Its top-level `sampling: FILE` (read from the repository root; inherited through `extends:`)
+   replaces configs/sampling.yaml as the sampling config of step 1 (configs/laptop_grpo.yaml:
+   configs/sampling_laptop.yaml, which `tbt run --sampling` reads too).
    Its top-level `entrypoint:` picks verl's trainer (`ENTRIES`; inherited through `extends:`, read
    and removed by the launch): `ppo` (default: `verl.trainer.main_ppo`, the colocated synchronous
    trainer, composed from verl's `ppo_trainer` config) or `fully_async`
@@ -71,6 +74,7 @@ _ENV = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)(?:,([^}]*))?\}")
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.I)
 LEGACY = {"custom_reward_function": "reward.custom_reward_function"}
 PREPARE, ENV, SMOKE, ENTRYPOINT = "@prepare", "@env", "@smoke", "@entrypoint"  # a config's `prepare:`, `env:`, `smoke:`, `entrypoint:`
+SAMPLING_KEY = "@sampling"  # a config's `sampling:` (another sampling file than configs/sampling.yaml)
 _UNSET = "<unset:{}>"  # what a `${env:NAME}` without a default reads as while NAME is not set (preflight names it)
 _UNSET_RE = re.compile(r"<unset:([A-Za-z_][A-Za-z0-9_]*)>")
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")  # org/name: a Hugging Face model id, not a local path
@@ -153,6 +157,11 @@ def read_config(path: Path, env: Mapping[str, str], seen: tuple[Path, ...] = ())
         if entry not in ENTRIES:
             raise LaunchError(f"{path}: entrypoint: expected one of {', '.join(ENTRIES)}, got {entry!r}")
         out[ENTRYPOINT] = entry
+    if "sampling" in data:
+        sampling = data.pop("sampling")
+        if not isinstance(sampling, str) or not sampling:
+            raise LaunchError(f"{path}: sampling: expected the path of a sampling file, got {sampling!r}")
+        out[SAMPLING_KEY] = sampling if Path(sampling).is_absolute() else str(ROOT / sampling)
     if prepare is not None:
         if not isinstance(prepare, list) or not all(isinstance(c, list) and c for c in prepare):
             raise LaunchError(f"{path.name}: prepare: expected a list of argument lists (run with this Python)")
@@ -487,7 +496,9 @@ def plan(cli: Sequence[str], env: Mapping[str, str]) -> tuple[list[str], Any, li
     config_path = Path(env.get("CONFIG") or DEFAULT_CONFIG)
     if not config_path.is_absolute():
         config_path = (Path.cwd() / config_path).resolve()
-    config = {**read_config(config_path, env), **sampling_overrides()}
+    config = read_config(config_path, env)
+    sampling = Path(config.pop(SAMPLING_KEY, SAMPLING))
+    config = {**config, **sampling_overrides(sampling)}
     smoke = bool(config.pop(SMOKE, False))
     entry = ENTRIES[config.pop(ENTRYPOINT, "ppo")]
     overrides = overrides_from({k: v for k, v in config.items() if k not in (PREPARE, ENV)}, cli)

@@ -21,9 +21,14 @@ PING = [{"role": "user", "content": "ping"}]  # the body of the preflight's prob
 
 
 class Endpoint:
+    """`delay` seconds pass before each answer; `stop()` leaves the port refusing connections and
+    `start()` serves on the same port again."""
+
     def __init__(self, answer: Answer):
-        self.answer, self.requests = answer, []
-        wants_headers = len(inspect.signature(answer).parameters) >= 3
+        self.answer, self.requests, self.delay, self.port = answer, [], 0.0, 0
+        self.start()
+
+    def start(self) -> None:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -32,25 +37,32 @@ class Endpoint:
                 headers = dict(self.headers)
                 outer.requests.append({"at": time.monotonic(), "path": self.path, "headers": headers,
                                        "auth": self.headers.get("Authorization"), "body": body})
-                got = outer.answer(self.path, body, headers) if wants_headers else outer.answer(self.path, body)
+                time.sleep(outer.delay)
+                answer = outer.answer  # read per request: a test may swap it
+                wants_headers = len(inspect.signature(answer).parameters) >= 3
+                got = answer(self.path, body, headers) if wants_headers else answer(self.path, body)
                 status, reply, extra = (*got, {}) if len(got) == 2 else got
                 data = reply.encode() if isinstance(reply, str) else json.dumps(reply).encode()
-                self.send_response(status)
-                for k, v in {"Content-Type": "application/json", **extra}.items():
-                    self.send_header(k, v)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.send_response(status)
+                    for k, v in {"Content-Type": "application/json", **extra}.items():
+                        self.send_header(k, v)
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except OSError:  # the client gave up waiting (a timeout test)
+                    pass
 
             def log_message(self, *args):
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self.port = self.httpd.server_address[1]
         threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        return f"http://127.0.0.1:{self.port}/v1"
 
     def turns(self) -> list[dict[str, Any]]:
         """The requests that were not the preflight's ping."""

@@ -1,6 +1,6 @@
 """Endpoint policies, users and judges in whole episodes, against real local HTTP servers.
 
-Each OpenAI-compatible endpoint is a `Fake`: a ThreadingHTTPServer on 127.0.0.1 answering from a
+Each OpenAI-compatible endpoint is a real local HTTP server (tests/fakes.py) answering from a
 function of the request (a fake model writing raw Qwen hermes text on /chat/completions, or token
 ids of the real Qwen3 tokenizer on /completions; a fake user; a fake judge). Episodes run through
 `run_episode` on the sample toy tasks (in-process servers) and, for MCP faults, on the notes
@@ -18,13 +18,12 @@ import json
 import os
 import signal
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
+from fakes import Endpoint
 from trainer.domains import DOMAINS
 from trainer.env.grading.judge import ChatJudge, Judge, JudgeConfig
 from trainer.env.sandbox.mcp_host import ServerRegistry
@@ -59,61 +58,9 @@ def notes_ds():
 
 # ---------------------------------------------------------------------------- the stand-in endpoints
 
-class Fake:
-    """One OpenAI-compatible endpoint on 127.0.0.1. `answer(path, body)` returns (status, a JSON-able
-    body or a str); `delay` seconds pass before it answers; `requests` records every request;
-    `stop()` leaves the port refusing connections and `start()` serves on it again."""
-
-    def __init__(self, answer):
-        self.answer, self.delay, self.requests, self.port = answer, 0.0, [], 0
-        self.start()
-
-    def start(self):
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
-                time.sleep(outer.delay)
-                status, reply = outer.answer(self.path, body)
-                data = reply.encode() if isinstance(reply, str) else json.dumps(reply).encode()
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except OSError:  # the client gave up waiting (a timeout test)
-                    pass
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        self.port = self.httpd.server_address[1]
-        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    def stop(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 @pytest.fixture
-def fakes():
-    made: list[Fake] = []
-
-    def make(answer):
-        made.append(Fake(answer))
-        return made[-1]
-
-    yield make
-    for f in made:
-        f.stop()
+def fakes(endpoints):
+    return endpoints
 
 
 def completion(text, **message):
@@ -467,7 +414,7 @@ def tokens_server():
     `<|im_end|>` (as vLLM returns them) unless `script["strip_stop"]`; `script["break"]` answers
     without token ids."""
     script = {"turns": [ASK] + FINE_TURNS, "strip_stop": False, "break": False}
-    ep = Fake(lambda path, body: None)
+    ep = Endpoint(lambda path, body: None)
     policy = make_policy(f"tokens:{ep.url}#qwen-tok,tokenizer={TOKENIZER},temperature=0.7,retries=0,"
                          "max_context=40000", env=ENV)
     tok = policy.tokenizer

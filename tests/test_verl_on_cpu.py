@@ -22,7 +22,7 @@ from trainer.env.taskformat.tasks import load_dataset
 from trainer.rollout.episode import EpisodeConfig, EpisodeSetup, run_episode
 from trainer.rollout.policy import EpisodeInfo
 from trainer.rollout.record import read_records
-from trainer.rollout.runner import episode_seed
+from trainer.rollout.runner import episode_seed, step_seed
 from trainer.rollout.synthetic import SyntheticJudge, SyntheticPolicy
 from trainer.rollout.setup import make_user
 
@@ -404,3 +404,197 @@ def test_the_weight_versions_of_an_episodes_tokens_reach_verls_batch():
     # a server that stamps nothing: the episode is put at the weights being served (step - 1)
     plain = run(agent_loop(SyntheticServer(p=1.0, seed=3)).run(dict(SAMPLING), **row(WRITE_TASK), global_steps=5))
     assert (plain.extra_fields["min_global_steps"], plain.extra_fields["max_global_steps"]) == (4, 4)
+
+
+# ---------------------------------------------------------------- under verl's fully-async trainer (issue 29)
+
+
+def fully_async_group(uid: str, group: str, n: int = 8):
+    """One group as verl's fully-async rollouter hands it to an agent-loop worker: the row through
+    `prepare_single_generation_data` (repeated `rollout.n` times, interleaved), the group uid set
+    as `_process_single_sample_streaming` sets it, no `global_steps` in the meta info."""
+    from verl.experimental.fully_async_policy.detach_utils import prepare_single_generation_data
+
+    r = row(uid)
+    batch_dict = {"raw_prompt": np.array([r["raw_prompt"]], dtype=object), "extra_info": np.array([r["extra_info"]], dtype=object),
+                  "index": np.array([0], dtype=object), "agent_name": np.array(["thinkingbox_agent"], dtype=object),
+                  "data_source": np.array(["toy"], dtype=object)}
+    cfg = OmegaConf.create({"actor_rollout_ref": {"rollout": {"n": n, "multi_turn": {"enable": True}}}})
+    batch = prepare_single_generation_data(batch_dict, cfg)
+    batch.non_tensor_batch["uid"] = np.array([group] * len(batch), dtype=object)
+    return batch
+
+
+def worker_for(server, monkeypatch, **tb: Any):
+    """What `AgentLoopWorker.generate_sequences` reads of its worker, our loop registered under
+    the name the rows ask for (as configs/agent_loop.yaml registers it)."""
+    import verl.experimental.agent_loop.agent_loop as al
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    monkeypatch.setitem(al._agent_loop_registry, "thinkingbox_agent",
+                        {"_target_": "trainer.verl.agent_loop.ThinkingBoxAgentLoop"})
+    worker = dummy_worker()
+    worker.config = trainer_config(**tb)
+    worker.rollout_config = OmegaConf.create({
+        "prompt_length": 4096, "response_length": RESPONSE_LENGTH, "n": 8, "temperature": 1.0, "top_p": 1.0, "top_k": -1,
+        "calculate_log_probs": True, "agent": {"default_agent_loop": "single_turn_agent"},
+        "val_kwargs": {"top_p": 1.0, "top_k": -1, "temperature": 0, "n": 1}})
+    worker.llm_client, worker.dataset_cls, worker.tools = server, RLHFDataset, []
+    for name in ("_run_agent_loop", "_agent_loop_postprocess", "_postprocess"):
+        setattr(worker, name, getattr(al.AgentLoopWorker, name).__get__(worker))
+    return worker
+
+
+def test_members_of_a_fully_async_group_get_distinct_reproducible_seeds_and_their_steps_file(tmp_path, monkeypatch):
+    """verl's fully-async rollouter passes run() no `session_id` and no `global_steps`: the
+    members are counted per group uid (0..7, distinct seeds, the same in a second run of the same
+    group, others in another group) and the records go to the step after the weight version of
+    the first turn (version 6: step_7.jsonl)."""
+    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
+
+    def play(group: str, where: Path):
+        server = VersionedServer(p=1.0, seed=3, versions=[6])
+        worker = worker_for(server, monkeypatch, records_dir=str(where))
+        out = run(AgentLoopWorker.generate_sequences(worker, fully_async_group(WRITE_TASK, group)))
+        return out, sorted(read_records(where / "step_7.jsonl"), key=lambda r: r.repetition)
+
+    out, recs = play("uid_sample_0_5", tmp_path / "a")
+    assert [r.repetition for r in recs] == list(range(8)) and len({r.seed for r in recs}) == 8
+    assert not (tmp_path / "a" / "step_0.jsonl").exists()
+    assert out.non_tensor_batch["min_global_steps"].tolist() == [6] * 8
+    assert out.non_tensor_batch["score"].tolist() == [1.0] * 8
+    assert {r.run["seed"] for r in recs} == {step_seed(0, 7)}  # the step's run seed, as in the sync trainer
+    _, again = play("uid_sample_0_5", tmp_path / "b")
+    assert [r.seed for r in again] == [r.seed for r in recs]  # reproducible
+    _, other = play("uid_sample_0_6", tmp_path / "c")
+    assert not {r.seed for r in other} & {r.seed for r in recs}  # another group, other seeds
+
+
+class FakeEngine:
+    """A rollout replica behind verl's real `FullyAsyncLLMServerClient` (through a one-server load
+    balancer): the synthetic policy's turns, stamped with the replica's weight version
+    (`global_steps`), log-prob -0.5 at version 3 and -0.25 at version 4. `cut` maps a call number
+    (per request id) to what a weight sync does to that call: the engine returns the first half
+    of the turn with stop_reason "aborted" (the sync's abort, `checkpoint_engine/base.py`), and
+    its version becomes 4 (the new weights); a resumed request (prompt + the cut tokens) gets
+    the rest. `once` aborts only an episode's first attempt."""
+
+    def __init__(self, cut: set[int], once: bool = False):
+        self.inner = SyntheticServer(p=1.0, seed=3)
+        self.version, self.cut, self.once = 3, cut, once
+        self.calls: dict[str, int] = {}
+        self.pending: dict[str, list[int]] = {}
+        self.resumes: list[dict[str, Any]] = []
+        self.aborted: list[str] = []
+        self.generate = self  # the actor handle's `generate.remote(...)`
+
+    async def remote(self, *, request_id, prompt_ids, sampling_params, **kw):
+        from verl.workers.rollout.replica import TokenOutput
+
+        def out(ids, stop):
+            lp = -0.5 if self.version == 3 else -0.25
+            return TokenOutput(token_ids=ids, log_probs=[lp] * len(ids), stop_reason=stop,
+                               extra_fields={"global_steps": self.version})
+
+        first, rest = self.pending.pop(request_id, ([], []))
+        if first and prompt_ids[-len(first):] == first:  # the client resumes: prompt + what was generated so far
+            self.resumes.append({"prompt_ids": list(prompt_ids), "first": first, "max_tokens": sampling_params["max_tokens"]})
+            return out(rest, "completed")
+        n = self.calls[request_id] = self.calls.get(request_id, 0) + 1
+        full = await self.inner.generate(request_id, prompt_ids=prompt_ids, sampling_params=sampling_params)
+        if n in self.cut and not (self.once and self.aborted):
+            half = len(full.token_ids) // 2
+            self.pending[request_id] = (full.token_ids[:half], full.token_ids[half:])
+            self.aborted.append(request_id)
+            result = out(full.token_ids[:half], "aborted")
+            self.version = 4  # the weight sync
+            return result
+        return out(full.token_ids, "completed")
+
+
+class OneServerBalancer:
+    def __init__(self, engine):
+        self.engine = engine
+        self.acquire_server, self.release_server = self, self
+
+    def remote(self, **kw):
+        async def acquired():
+            return "replica-0", self.engine
+
+        return acquired() if "request_id" in kw else None
+
+
+def fully_async_client(engine, *, partial_rollout: bool):
+    """verl 0.9.0's own `FullyAsyncLLMServerClient` (the fully-async rollouter's server manager)."""
+    from verl.workers.rollout.llm_server import FullyAsyncLLMServerClient
+
+    cfg = OmegaConf.create({"actor_rollout_ref": {"rollout": {"response_length": RESPONSE_LENGTH, "full_determinism": True}},
+                            "async_training": {"partial_rollout": partial_rollout}})
+    return FullyAsyncLLMServerClient(cfg, load_balancer_handle=OneServerBalancer(engine))
+
+
+def test_a_turn_cut_by_a_weight_sync_resumes_on_the_new_weights_with_its_sandbox_intact(tmp_path):
+    """partial_rollout=true: a weight sync aborts the 4th model turn (the one that calls
+    adjust_fines, the write) halfway, and another cut pauses the 5th (the answer after the write);
+    verl's client re-sends prompt + the tokens so far on the new weights and merges. The episode
+    sees whole turns: the resumed turn's tool call is made, the sandbox the write went to is the
+    one graded after the pause (the verdict reads the write: passed), and the cut turn's tokens
+    carry both versions through to verl's batch."""
+    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
+
+    engine = FakeEngine(cut={4, 5})
+    loop = agent_loop(fully_async_client(engine, partial_rollout=True), records_dir=str(tmp_path))
+    out = run(loop.run(dict(SAMPLING), **row(WRITE_TASK), uid="uid_sample_0_1"))
+    assert len(engine.aborted) == 2 and len(engine.resumes) == 2
+    rec = out.extra_fields["tb_record"]
+    assert [c["name"] for c in rec["tool_calls"]] == ["find_member", "list_loans", "adjust_fines"]
+    assert rec["end_reason"] == "done" and out.reward_score == 1.0 and rec["system_error"] is None
+    assert out.extra_fields["reward_extra_info"]["system_error_reruns"] == 0
+    assert (out.extra_fields["min_global_steps"], out.extra_fields["max_global_steps"]) == (3, 4)
+    # each cut turn is one generated span: the write's first half at version 3, the rest at version 4
+    spans = generated_runs(rec["tokens"])
+    assert len(spans) == 5
+    for span, resume in zip(spans[3:], engine.resumes):
+        first = resume["first"]
+        assert span[: len(first)] == first and len(span) > len(first)
+        k = len(resume["prompt_ids"]) - len(out.prompt_ids)  # the resume's prompt is the trajectory so far
+        assert resume["prompt_ids"] == out.prompt_ids + out.response_ids[:k]
+    lps = [lp for lp, m in zip(out.response_logprobs, out.response_mask) if m]
+    n3, n4, first = len(spans[3]), len(spans[4]), engine.resumes[0]["first"]
+    assert lps[-(n3 + n4):] == [-0.5] * len(first) + [-0.25] * (n3 - len(first) + n4)
+    assert set(lps[: -(n3 + n4)]) == {-0.5}
+    [written] = read_records(tmp_path / "step_4.jsonl")  # first turn on version 3: step 4
+    assert written.passed
+    worker = dummy_worker()
+    internal = run(AgentLoopWorker._agent_loop_postprocess(worker, out, False, **row(WRITE_TASK)))
+    batch = AgentLoopWorker._postprocess(worker, inputs=[internal], input_non_tensor_batch={
+        "index": np.array([0], dtype=object), "agent_name": np.array(["thinkingbox_agent"], dtype=object)})
+    assert batch.non_tensor_batch["min_global_steps"].tolist() == [3]
+    assert batch.non_tensor_batch["max_global_steps"].tolist() == [4]
+
+
+def test_a_turn_that_comes_back_aborted_is_a_system_error_rerun(tmp_path):
+    """partial_rollout=false: verl's client returns the cut turn as it is (stop_reason
+    "aborted"); that attempt is a system error (written to the errors file, never scored) and the
+    member is re-run, its rerun trained on."""
+    engine = FakeEngine(cut={2}, once=True)
+    loop = agent_loop(fully_async_client(engine, partial_rollout=False), records_dir=str(tmp_path))
+    out = run(loop.run(dict(SAMPLING), **row(WRITE_TASK), uid="uid_sample_0_2"))
+    assert len(engine.aborted) == 1 and engine.resumes == []
+    assert out.extra_fields["reward_extra_info"]["system_error_reruns"] == 1 and out.reward_score == 1.0
+    [err] = read_records(tmp_path / "step_4.errors.jsonl")
+    assert err.attempt == 0 and "aborted" in err.system_error and err.end_reason == "system_error"
+    [ok] = read_records(tmp_path / "step_5.jsonl")  # the rerun started on version 4
+    assert (ok.attempt, ok.passed) == (1, True)
+
+
+def test_the_member_counter_forgets_a_full_group_and_keeps_a_bounded_number():
+    from trainer.verl import env as env_mod
+    from trainer.verl.env import TBConfig, WorkerEnv
+
+    env = WorkerEnv(TBConfig(), None, None, None, {})
+    assert [env.member("g", 3) for _ in range(4)] == [0, 1, 2, 0]  # a key seen again after its group: a new group
+    assert [env.member("h", 1) for _ in range(2)] == [0, 0] and "h" not in env.members
+    for i in range(env_mod.MAX_GROUPS + 5):
+        env.member(f"k{i}", 8)
+    assert len(env.members) == env_mod.MAX_GROUPS and "g" not in env.members and f"k{env_mod.MAX_GROUPS + 4}" in env.members

@@ -171,3 +171,100 @@ def test_0002_the_cpu_platform_gets_one_gloo_backend(tmp_path):
 
     mod = patched_module(tmp_path / "patched", patch, "verl/utils/distributed.py", "_tb_patched_distributed")
     assert _init_default_group(Path(mod.__file__), tmp_path / "b") in ("gloo", "cpu:gloo")  # one backend, no error
+
+
+ROLLOUTER = "verl/experimental/fully_async_policy/fully_async_rollouter.py"
+
+
+class _Queue:
+    """The rollouter's message-queue client (its boundary only): what is put, and its statistics."""
+
+    def __init__(self):
+        self.samples = []
+
+    async def get_statistics(self):
+        return {"queue_size": len(self.samples)}
+
+    async def get_queue_size(self):
+        return len(self.samples)
+
+    async def put_sample(self, sample):
+        self.samples.append(sample)
+        return True
+
+
+class _Manager:
+    """The agent-loop manager: the group whose sample id is in `fail` raises as verl's agent-loop
+    worker does through Ray (a RayTaskError standing for the loop's exception)."""
+
+    def __init__(self, fail: dict[str, BaseException]):
+        self.fail, self.seen = fail, []
+
+    async def generate_sequences_single(self, batch):
+        import ray.exceptions
+        import traceback
+
+        group = batch.non_tensor_batch["uid"][0]
+        self.seen.append(group)
+        if group in self.fail:
+            try:
+                raise self.fail[group]
+            except BaseException as e:  # noqa: BLE001 - as Ray wraps a worker's exception
+                raise ray.exceptions.RayTaskError("generate_sequences", traceback.format_exc(), e).as_instanceof_cause()
+        return batch
+
+
+def _rollouter(module, manager, sample_ids):
+    """A FullyAsyncRollouter past its __init__ (Ray actors, replicas and data left out): what the
+    processor loop and `_process_single_sample_streaming` read, with the samples queued."""
+    import asyncio
+    import numpy as np
+    from verl.experimental.fully_async_policy.detach_utils import RolloutSample
+    from verl.protocol import DataProto
+
+    r = object.__new__(module.FullyAsyncRollouter.__ray_actor_class__)
+    r.paused, r.lock, r._resume_event = False, asyncio.Lock(), asyncio.Event()
+    r.active_tasks, r._active_count_history = set(), []
+    r.max_concurrent_samples = r.max_required_samples = r.max_queue_size = 8
+    r.staleness_samples = r.total_generated_samples = r._step_generated_samples = 0
+    r.dropped_stale_samples = r.processed_sample_count = r.dropped_failed_samples = 0
+    r.staleness_threshold, r.required_samples = 1.0, 4
+    r.async_rollout_manager, r.message_queue_client = manager, _Queue()
+    r.pending_queue = asyncio.Queue()
+    for sid in sample_ids:
+        batch = DataProto.from_single_dict({"raw_prompt": np.array([[{"role": "user", "content": sid}]] * 8, dtype=object)})
+        r.pending_queue.put_nowait(RolloutSample(full_batch=batch, sample_id=sid, epoch=0, rollout_status={}))
+    r.pending_queue.put_nowait(None)  # the feed's end signal
+    return r
+
+
+def test_0003_the_fully_async_rollouter_drops_a_group_whose_member_failed(tmp_path):
+    import asyncio
+    import inspect
+
+    from trainer.verl.agent_loop import MemberSystemError
+
+    patch = PATCHES / "0003-fully-async-failed-group.patch"
+    failed = {"uid_sample_0_0": MemberSystemError("toy: system error in all 3 attempts (last: backend timeout)")}
+    samples = ["sample_0_0", "sample_0_1"]
+    stock = stock_module(tmp_path, patch, ROLLOUTER, "_tb_stock_rollouter")
+    r = _rollouter(stock, _Manager(failed), samples)
+    with pytest.raises(MemberSystemError, match="system error in all 3 attempts"):
+        asyncio.run(r._processor_worker())  # unpatched: the processor (and so the run) ends here
+
+    mod = patched_module(tmp_path / "patched", patch, ROLLOUTER, "_tb_patched_rollouter")
+    cls = mod.FullyAsyncRollouter.__ray_actor_class__
+    assert "self.dropped_failed_samples = 0" in inspect.getsource(cls.__init__)
+    manager = _Manager(failed)
+    r = _rollouter(mod, manager, samples)
+    asyncio.run(r._processor_worker())  # runs to the end signal
+    assert manager.seen == ["uid_sample_0_0", "uid_sample_0_1"]
+    assert len(r.message_queue_client.samples) == 1 and r.total_generated_samples == 1  # the good group only
+    # three taken from the queue (the end signal counts too), the dropped one given back
+    assert (r.dropped_failed_samples, r.processed_sample_count, r.staleness_samples) == (1, 2, 2)
+    stats = asyncio.run(r.get_statistics())
+    assert stats["count/dropped_failed_samples"] == 1
+
+    r = _rollouter(mod, _Manager({"uid_sample_0_0": ValueError("a bug")}), samples)
+    with pytest.raises(ValueError, match="a bug"):  # anything else still ends the run
+        asyncio.run(r._processor_worker())

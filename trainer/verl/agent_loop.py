@@ -24,6 +24,22 @@ seed is `episode_seed(step_seed(thinkingbox.seed, step), uid, member)` (a row's
 (temperature, top_p, top_k: configs/sampling.yaml through the launch) with
 `thinkingbox.max_turn_tokens` per turn.
 
+Member and step. verl's synchronous v1 trainer passes each row its member index (`session_id`)
+and step (`global_steps`). Its fully-async trainer (`verl.experimental.fully_async_policy`)
+passes neither: one `AgentLoopWorker.generate_sequences` call gets a group's `rollout.n` rows,
+all with the rollouter's group `uid` (`uid_sample_<epoch>_<n>`). There the member index is
+counted per group uid on the worker (`WorkerEnv.member`, in the order verl starts the rows), the
+episode seed is `episode_seed(stable_seed("group", thinkingbox.seed, group uid), uid, member)`
+(the step is not known before the first turn), and the step is one past the weight version of
+the episode's first turn (`global_steps`, which the rollout server stamps: as in the synchronous
+trainer, step N's episodes are generated on the weights of step N - 1), which names its records
+file and its run seed (`run.seed = step_seed(thinkingbox.seed, step)`, as in the synchronous
+trainer). A weight sync during a turn is invisible here with `async_training.partial_rollout=true`:
+verl's `FullyAsyncLLMServerClient` aborts the request, re-sends prompt + tokens so far on the new
+weights and returns one merged turn whose `min_/max_global_steps` span both versions; tool calls,
+user turns and the judge run between generation calls, so the sandbox is never paused. A turn
+that comes back `aborted` (`partial_rollout=false`) is a system error of the attempt.
+
 Records: every episode is appended, as `tbt run` writes it (`RecordWriter`), to
 `<thinkingbox.records_dir>/step_<N>.jsonl` (default records_dir: `trainer.default_local_dir`/
 records; validation rows to `val_step_<N>.jsonl`), and every system-error attempt to
@@ -37,9 +53,9 @@ A member whose episode ends in a **system error** (a backend timeout, a crashed 
 endpoint fault) is re-run here with a fresh sandbox, same task, same weights, up to
 `thinkingbox.retries` times, by the runner's own retry policy (`play_with_retries`), so its group
 keeps its good members. When the retries are exhausted `run()` raises `MemberSystemError`: verl
-marks the group failed, and with the project's patch (trainer/verl/patches/) the whole group is
-dropped and refilled rather than trained on with a member missing. Nothing with a system error is
-ever scored.
+marks the group failed, and with the project's patches (trainer/verl/patches/: 0001 for the v1
+replay buffer, 0003 for the fully-async rollouter) the whole group is dropped (and refilled)
+rather than trained on with a member missing. Nothing with a system error is ever scored.
 """
 
 from __future__ import annotations
@@ -53,7 +69,7 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetr
 
 from trainer.rollout.episode import run_episode
 from trainer.rollout.identity import run_block
-from trainer.rollout.policy import Generation, SamplingParams, TokenClientPolicy
+from trainer.rollout.policy import Generation, PolicyError, SamplingParams, TokenClientPolicy, stable_seed
 from trainer.rollout.record import EpisodeRecord
 from trainer.rollout.runner import episode_seed, play_with_retries, step_seed, writable
 from trainer.verl.env import TBConfig, worker_env
@@ -92,10 +108,15 @@ class PolicyVersions:
         return {"min_global_steps": first, "max_global_steps": self.last if self.last is not None else first}
 
 
+ABORTED = ("aborted", "abort")  # verl's stop reasons of a generation cut by a weight sync
+
+
 def server_generate(server_manager: Any, sampling_params: dict[str, Any], versions: PolicyVersions | None = None):
     """A `TokenClientPolicy` generate function over verl's server manager (one request id per
     episode: a sticky session for the engine's prefix cache); each output's weight version goes to
-    `versions`."""
+    `versions`. A turn that comes back `aborted` (a weight sync cut it and nothing resumed it:
+    verl's `FullyAsyncLLMServerClient` with `async_training.partial_rollout=false`) is not the
+    model's turn: `PolicyError`, a system error of the attempt (re-run, never scored)."""
     request_id = uuid.uuid4().hex
 
     async def generate(prompt_ids: list[int], max_tokens: int, seed: int) -> Generation:
@@ -103,6 +124,10 @@ def server_generate(server_manager: Any, sampling_params: dict[str, Any], versio
                                             sampling_params={**sampling_params, "max_tokens": max_tokens})
         if versions is not None:
             versions.see(getattr(out, "extra_fields", None))
+        stop = getattr(out, "stop_reason", None)
+        if stop in ABORTED:
+            raise PolicyError(f"the generation was aborted (stop_reason {stop!r}, {len(out.token_ids)} tokens): "
+                              "a weight sync cut the turn and it was not resumed (async_training.partial_rollout=false?)")
         ids = list(out.token_ids)
         lps = list(out.log_probs) if out.log_probs is not None else None
         return Generation(ids=ids, logprobs=lps if lps is not None and len(lps) == len(ids) else None,
@@ -158,18 +183,20 @@ class ThinkingBoxAgentLoop(AgentLoopBase):
                              "prepare the data with data/prepare_data.py")
         env = worker_env(self.tb)
         task = env.task(path, uid)
-        step = int(row.get("global_steps") or 0)
-        member = int(row.get("session_id") or 0)
-        run_seed = int(extra["seed"]) if extra.get("seed") is not None else step_seed(self.tb.seed, step)
-        seed = episode_seed(run_seed, uid, member)
+        validation = extra.get("split") == "validation"
+        # before the first await: `env.member` counts a group's rows in the order verl starts them
+        member = self._member(env, row, validation)
+        row_step = None if row.get("global_steps") is None else int(row["global_steps"])
+        pinned = None if extra.get("seed") is None else int(extra["seed"])
+        seed = episode_seed(self._seed_base(row_step, pinned, row.get("uid")), uid, member)
         sampling = rollout_sampling(sampling_params, self.tb.max_turn_tokens)
-        where = records_paths(self.tb, step, validation=extra.get("split") == "validation")
         kind = env.judge_identity.get("kind")
-        run_id = run_block(policy=f"verl:{self.model_name}", user=self.tb.user or "none",
-                           judge=self.tb.judge or ("$TBT_JUDGE_URL" if kind == "openai" else str(kind)),
-                           seed=run_seed, dataset=env.dataset_block(path))
+        run_fields = dict(policy=f"verl:{self.model_name}", user=self.tb.user or "none",
+                          judge=self.tb.judge or ("$TBT_JUDGE_URL" if kind == "openai" else str(kind)),
+                          dataset=env.dataset_block(path))
 
         versions: dict[int, PolicyVersions] = {}
+        steps: dict[int, int] = {}
 
         async def play(attempt: int) -> EpisodeRecord:
             versions[attempt] = PolicyVersions()
@@ -178,12 +205,18 @@ class ThinkingBoxAgentLoop(AgentLoopBase):
                                        name=self.model_name, family=self.tb.family,  # type: ignore[arg-type]
                                        thinking=self.tb.thinking, sampling=sampling)
             setup = env.setup(path, policy, max_response_tokens=self.response_length)
-            rec = await run_episode(task, setup, repetition=member, seed=seed, attempt=attempt)
-            rec.run = dict(run_id)
-            return writable(rec, task) if where is not None else rec
+            try:
+                rec = await run_episode(task, setup, repetition=member, seed=seed, attempt=attempt)
+            finally:
+                env.saw_version(versions[attempt].last)
+            steps[attempt] = episode_step(row_step, versions[attempt], env.served_version)
+            rec.run = dict(run_block(seed=pinned if pinned is not None else step_seed(self.tb.seed, steps[attempt]),
+                                     **run_fields))
+            return writable(rec, task) if self.tb.records and self.tb.records_dir else rec
 
         def failed(rec: EpisodeRecord) -> None:
             log.warning("group member %s #%d attempt %d: system error (%s)", uid, member, rec.attempt, rec.system_error)
+            where = records_paths(self.tb, steps[rec.attempt], validation=validation)
             if where is not None:
                 env.writer(where[1]).write(rec)
 
@@ -191,10 +224,54 @@ class ThinkingBoxAgentLoop(AgentLoopBase):
         if rec.system_error is not None:
             raise MemberSystemError(f"{uid}: system error in all {rec.attempt + 1} attempts (last: {rec.system_error}); "
                                     "its group is dropped and refilled, never trained on")
+        step = steps[rec.attempt]
+        where = records_paths(self.tb, step, validation=validation)
         if where is not None:
             env.writer(where[0]).write(rec)
         return to_output(rec, response_length=self.response_length, prompt_length=self.prompt_length, reruns=rec.attempt,
                          versions=versions.get(rec.attempt), step=step)
+
+    def _member(self, env: Any, row: dict[str, Any], validation: bool) -> int:
+        """The row's member index in its group: verl's `session_id` (the synchronous v1 trainer),
+        else counted per group `uid` on the worker (`WorkerEnv.member`: the fully-async rollouter
+        passes none, and sends a group's rows to one worker in one call), else 0 (a row alone).
+        verl's legacy synchronous trainer (`trainer.use_v1=false`, not used here) also passes none
+        but may split a group between workers, which would count two members 0."""
+        if row.get("session_id") is not None:
+            return int(row["session_id"])
+        if row.get("uid") is None:
+            return 0
+        size = self.rollout_config.get("n", 1)
+        if validation:
+            size = (self.rollout_config.get("val_kwargs") or {}).get("n", 1)
+        return env.member(str(row["uid"]), int(size or 1))
+
+    def _seed_base(self, step: int | None, pinned: int | None, group: Any) -> int:
+        """The run seed the episode seed is drawn from (`episode_seed(base, task uid, member)`):
+        a row's `extra_info.seed`; else the step's (`step_seed(seed, step)`) where verl passes the
+        step; else, as the step is known only once the first turn comes back (below), the
+        group's: `stable_seed("group", seed, uid)` of verl's group uid (the fully-async rollouter's
+        `uid_sample_<epoch>_<n>`, the same in every run of a config); else step 0's."""
+        if pinned is not None:
+            return pinned
+        if step is not None:
+            return step_seed(self.tb.seed, step)
+        if group is not None:
+            return stable_seed("group", self.tb.seed, str(group))
+        return step_seed(self.tb.seed, 0)
+
+
+def episode_step(row_step: int | None, versions: PolicyVersions, served: int | None) -> int:
+    """The training step an attempt belongs to (its records file, its run seed): the step verl
+    passes (the synchronous trainers), else one past the weight version of its first turn (the
+    fully-async trainer, whose servers stamp each output with `global_steps`, the parameter
+    version: as in the synchronous trainer, step N's episodes are generated on version N - 1),
+    else one past the newest version this worker has seen (an attempt that generated nothing),
+    else 0."""
+    if row_step is not None:
+        return row_step
+    first = versions.first if versions.first is not None else served
+    return 0 if first is None else first + 1
 
 
 def rollout_sampling(sampling_params: dict[str, Any], max_turn_tokens: int) -> SamplingParams:
@@ -213,5 +290,5 @@ def records_paths(cfg: TBConfig, step: int, *, validation: bool) -> tuple[Path, 
     return Path(cfg.records_dir) / f"{stem}.jsonl", Path(cfg.records_dir) / f"{stem}.errors.jsonl"
 
 
-__all__ = ["MemberSystemError", "PolicyVersions", "ThinkingBoxAgentLoop", "records_paths", "rollout_sampling", "server_generate",
-           "to_output"]
+__all__ = ["ABORTED", "MemberSystemError", "PolicyVersions", "ThinkingBoxAgentLoop", "episode_step", "records_paths",
+           "rollout_sampling", "server_generate", "to_output"]

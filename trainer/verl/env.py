@@ -15,7 +15,9 @@ verl builds a new agent-loop instance for every sample, so what is costly to bui
 loaded and compiled, the registry, the user and judge clients, compiled tool schemas) is built
 once per worker process by `worker_env(config)`: the one cache of this module, keyed by the
 frozen config, never changed after it is built. Policies are per sample (they wrap verl's server
-manager with that sample's sampling parameters).
+manager with that sample's sampling parameters). What the samples of one worker share beyond that
+lives on its `WorkerEnv` too: the member counter of groups whose rows carry no member index
+(`member`, the fully-async rollouter's rows) and the newest weight version seen (`saw_version`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from trainer.rollout.sampling import load_sampling
 from trainer.rollout.setup import RunSpec, make_judge, make_registry, make_user
 
 RENAMED = {"member_retries": "retries"}  # keys of older configs -> their name now
+MAX_GROUPS = 4096  # groups whose member count a worker keeps (WorkerEnv.member)
 
 
 @dataclass(frozen=True)
@@ -120,6 +123,26 @@ class WorkerEnv:
     toolsets: dict[str, Any] = field(default_factory=dict)
     writers: dict[str, RecordWriter] = field(default_factory=dict)
     blocks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    members: dict[str, int] = field(default_factory=dict)  # group key -> the next member index (`member`)
+    served_version: int | None = None  # the newest weight version a generation on this worker came back with
+
+    def member(self, group: str, size: int) -> int:
+        """The member index of the next row of a group whose rows carry none (verl's fully-async
+        rollouter, and its synchronous `ray_trainer`, pass a group's `rollout.n` rows to one
+        `AgentLoopWorker.generate_sequences` call with the same `uid` and no `session_id`): 0, 1, ...
+        in the order that call starts them (it creates one task per row, in row order, and
+        `run()` takes its index before its first await). A group is forgotten once `size` indices
+        are given, so a key seen again later starts at 0; at most `MAX_GROUPS` are kept."""
+        n = self.members.pop(group, 0)
+        if n + 1 < size:
+            self.members[group] = n + 1  # re-inserted: the newest key
+            while len(self.members) > MAX_GROUPS:
+                self.members.pop(next(iter(self.members)))
+        return n
+
+    def saw_version(self, version: int | None) -> None:
+        if version is not None and (self.served_version is None or version > self.served_version):
+            self.served_version = int(version)
 
     def writer(self, path: str | Path) -> RecordWriter:
         """This process's appender of a training records file (opened once, kept open)."""
@@ -166,4 +189,4 @@ def worker_env(cfg: TBConfig) -> WorkerEnv:
     return _built(cfg.key())
 
 
-__all__ = ["RENAMED", "TBConfig", "WorkerEnv", "worker_env"]
+__all__ = ["MAX_GROUPS", "RENAMED", "TBConfig", "WorkerEnv", "worker_env"]

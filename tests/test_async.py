@@ -202,3 +202,24 @@ def test_what_verls_fully_async_trainer_or_our_agent_loop_would_trip_on_is_named
     assert main([override], {**pool, "DRY_RUN": "true", "CONFIG": "configs/async_single_node.yaml"}) == 1
     out = capsys.readouterr().out
     assert any(x.startswith(f"FAIL  {rule}") for x in out.splitlines()), out
+
+
+def test_the_cpu_smoke_under_the_fully_async_trainer_dry_runs(tmp_path):
+    """configs/cpu_smoke_async.yaml: cpu_smoke's CPU path under verl's fully-async entry, one
+    rollout and one trainer slot; its dry run passes the preflight and starts nothing."""
+    ckpt = tmp_path / "ckpt"
+    r = subprocess.run(["./scripts/run_train.sh"], cwd=ROOT, capture_output=True, text=True, timeout=180,
+                       env={**BASE_ENV, "DRY_RUN": "true", "CONFIG": "configs/cpu_smoke_async.yaml", "CKPT_DIR": str(ckpt)})
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = [x.strip().rstrip(" \\") for x in r.stdout.splitlines()]
+    assert FULLY_ASYNC in lines
+    split = next(x for x in lines if x.startswith("# GPUs (split):"))
+    assert "rollout 1x1=1 GPUs" in split and "trainer 1x1=1 GPUs" in split and "2 updates" in split
+    for o in ("actor_rollout_ref.rollout.name=hf_cpu", "trainer.device=cpu", "VERL_PLATFORM=cpu",
+              "data.train_batch_size=0", "actor_rollout_ref.hybrid_engine=false", "async_training.partial_rollout=true",
+              "actor_rollout_ref.rollout.multi_turn.enable=true", "+ray_kwargs.ray_init.num_gpus=2",
+              "data.custom_cls.name=ThinkingBoxDataset", "algorithm.filter_groups.enable=false",
+              f"trainer.default_local_dir={ckpt}", f"VERL_FILE_LOGGER_PATH={ckpt}/metrics.jsonl"):
+        assert o in lines, o
+    assert not [x for x in lines if x.startswith("FAIL")] and "DRY_RUN" in r.stdout
+    assert not ckpt.exists()  # nothing built

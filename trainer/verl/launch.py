@@ -575,6 +575,8 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
             print(redact(c.line(), env))
         print("error: the prepare: step did not make " + "; ".join(c.rule for c in absent), file=sys.stderr)
         return 1
+    if env.get("VERL_FILE_LOGGER_PATH"):  # verl's file logger opens it without making its folder
+        Path(env["VERL_FILE_LOGGER_PATH"]).parent.mkdir(parents=True, exist_ok=True)
     return subprocess.call([sys.executable, "-m", extras.entry.module, *overrides], env=env, cwd=str(ROOT))
 
 

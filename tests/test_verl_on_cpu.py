@@ -348,6 +348,12 @@ def test_the_dataset_filters_on_the_rendered_prompt(tmp_path):
     cut = dataset(min(lengths.values()))
     assert len(cut) == 1 and "max_prompt_length" in cut.dropped[max(lengths, key=lengths.get)]
 
+    async def in_a_running_loop():  # where verl's fully-async rollouter builds it (an async Ray actor's __init__)
+        return dataset(4096)
+
+    inside = run(in_a_running_loop())
+    assert len(inside) == 2 and inside.prompt_lengths == lengths and not set(inside.dropped) - {"toy_loans.py:test_gone"}
+
 
 def test_step_metrics_from_the_batch_of_a_group():
     from verl.experimental.agent_loop.agent_loop import AgentLoopWorker

@@ -16,6 +16,7 @@ top-level `thinkingbox`, see trainer/verl/env.py; configs/ set one from the othe
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 from typing import Any
 
@@ -28,12 +29,24 @@ from trainer.verl.env import TBConfig, worker_env
 log = logging.getLogger(__name__)
 
 
+def run_sync(coro: Any) -> Any:
+    """`asyncio.run(coro)`, also where this thread already runs an event loop (verl's fully-async
+    rollouter builds its datasets in `__init__` of an async Ray actor, where `asyncio.run` is
+    refused): then in a thread of its own, waited for."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tb-dataset") as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
 def rendered_prompt_ids(task: Any, env: Any, path: str, tokenizer: Any) -> list[int]:
     """The prompt ids an episode of `task` starts with (what `TokenTrajectory.start` encodes)."""
     cfg = env.cfg
     agent = env.dataset(path).agent(cfg.agent)
-    messages, schemas = asyncio.run(opening_prompt(task, env.registry, agent, strip=cfg.strip_sources,
-                                                    view=cfg.agent_view))
+    messages, schemas = run_sync(opening_prompt(task, env.registry, agent, strip=cfg.strip_sources,
+                                                view=cfg.agent_view))
     text = ti.render(messages, family=cfg.family, tools=schemas, add_generation_prompt=True,
                      enable_thinking=cfg.thinking)
     return tokenizer.encode(text, add_special_tokens=False)
@@ -68,4 +81,4 @@ class ThinkingBoxDataset(RLHFDataset):
         return dataframe.select(keep)
 
 
-__all__ = ["ThinkingBoxDataset", "rendered_prompt_ids"]
+__all__ = ["ThinkingBoxDataset", "rendered_prompt_ids", "run_sync"]

@@ -10,35 +10,19 @@ toy tasks' tags come from their test files.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from trainer.cli import app
+from evals import SAMPLES, TOY, cli, evaluate
 from trainer.env.taskformat.tasks import load_dataset
 from trainer.eval.aggfile import read_agg
 from trainer.eval.compare import compare, noise_mark, render
 from trainer.eval.metrics import paired_noise_test
 from trainer.eval.report import report
 
-ROOT = Path(__file__).resolve().parents[1]
-SAMPLES = ROOT / "data" / "samples"
-TOY = SAMPLES / "lists" / "toy.yaml"
-
-
-def cli(*args):
-    return CliRunner().invoke(app, [str(a) for a in args])
-
-
 @pytest.fixture(scope="module")
 def aggs(tmp_path_factory):
-    d = tmp_path_factory.mktemp("tags")
-    for name, policy in (("base", "synthetic:p=0.3"), ("cand", "synthetic:p=1")):
-        res = cli("eval", SAMPLES, "--test-list", TOY, "--policy", policy, "-n", 6, "-o", d / f"{name}.jsonl",
-                  "--aggregate-output", d / f"{name}.agg.json", "--no-progress")
-        assert res.exit_code == 0, res.output
-    return d
+    return evaluate(tmp_path_factory.mktemp("tags"), {"base": "synthetic:p=0.3", "cand": "synthetic:p=1"}, 6)
 
 
 def test_every_tag_gets_its_figures_and_its_noise_verdict(aggs):

@@ -12,36 +12,20 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
-from typer.testing import CliRunner
 
-from trainer.cli import app
+from evals import SAMPLES, cli, evaluate
 from trainer.env.taskformat.tasks import load_dataset
 from trainer.eval.aggfile import read_agg
 from trainer.eval.report import ReportError, report
 from trainer.rollout.runner import RunPlan, run
 from trainer.rollout.setup import RunSpec
 
-ROOT = Path(__file__).resolve().parents[1]
-SAMPLES = ROOT / "data" / "samples"
-TOY = SAMPLES / "lists" / "toy.yaml"
-
-
-def cli(*args):
-    return CliRunner().invoke(app, [str(a) for a in args])
-
-
 @pytest.fixture(scope="module")
 def evals(tmp_path_factory):
-    d = tmp_path_factory.mktemp("rview")
-    for name, policy in (("base", "synthetic:p=0.4"), ("cand", "synthetic:p=0.9")):
-        res = cli("eval", SAMPLES, "--test-list", TOY, "--policy", policy, "-n", 3, "-o", d / f"{name}.jsonl",
-                  "--aggregate-output", d / f"{name}.agg.json", "--no-progress")
-        assert res.exit_code == 0, res.output
-    return d
+    return evaluate(tmp_path_factory.mktemp("rview"), {"base": "synthetic:p=0.4", "cand": "synthetic:p=0.9"}, 3)
 
 
 def page_json(page: str):

@@ -268,3 +268,29 @@ def test_0003_the_fully_async_rollouter_drops_a_group_whose_member_failed(tmp_pa
     r = _rollouter(mod, _Manager({"uid_sample_0_0": ValueError("a bug")}), samples)
     with pytest.raises(ValueError, match="a bug"):  # anything else still ends the run
         asyncio.run(r._processor_worker())
+
+
+def _log_step(tracking, path: Path, step: int) -> None:
+    os.environ["VERL_FILE_LOGGER_PATH"] = str(path)
+    try:
+        logger = tracking.FileLogger("p", "e")
+    finally:
+        del os.environ["VERL_FILE_LOGGER_PATH"]
+    logger.log({"critic/score/mean": step / 10}, step)
+    logger.finish()
+
+
+def test_0004_a_resumed_run_keeps_the_steps_logged_before_it(tmp_path):
+    patch = PATCHES / "0004-file-logger-appends.patch"
+    stock = stock_module(tmp_path, patch, "verl/utils/tracking.py", "_tb_stock_tracking")
+    before = tmp_path / "stock.jsonl"
+    _log_step(stock, before, 1)
+    _log_step(stock, before, 2)  # the resumed run's logger
+    assert [json.loads(line)["step"] for line in before.read_text().splitlines()] == [2], \
+        "unpatched verl 0.9.0 empties the metrics file when a resumed run opens it"
+
+    mod = patched_module(tmp_path / "patched", patch, "verl/utils/tracking.py", "_tb_patched_tracking")
+    after = tmp_path / "patched.jsonl"
+    _log_step(mod, after, 1)
+    _log_step(mod, after, 2)
+    assert [json.loads(line)["step"] for line in after.read_text().splitlines()] == [1, 2]

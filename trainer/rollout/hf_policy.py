@@ -21,12 +21,11 @@ says top_k=20, temperature 0.6, ...) is replaced by a blank one at load time, an
 Generation stops on any of `tb_render.STOP_TOKENS` (``<|im_end|>``, ``<|endoftext|>``); the stop
 token is kept in the returned ids, so `tb_interpret.parse_ids` reads how the turn finished.
 
-Reproducibility: each `generate` call seeds torch's CPU generator from (episode seed, call index)
-inside `torch.random.fork_rng`, so an episode with the same seed yields the same ids. The model is
-run by one thread at a time (a lock per policy object): concurrent episodes queue. transformers'
-sampling draws from torch's global CPU generator (it takes no `torch.Generator`), so two *different*
-HF policies sampling at the same moment in one process could interleave their draws; one model per
-process, the way `tbt run` uses it, is reproducible.
+Sampling is trainer/rollout/hf_sample.py's (vLLM's order: temperature, top-k, top-p; top-k first
+spares a sort of the whole vocabulary at every token). Reproducibility: each turn draws from its own
+`torch.Generator` seeded from (episode seed, call index), so an episode with the same seed yields the
+same ids, whatever else runs in the process. The model is run by one thread at a time (a lock per
+policy object): concurrent episodes queue.
 """
 
 from __future__ import annotations
@@ -86,29 +85,23 @@ class HFPolicy(Policy):
         return _Session(self, info.seed)
 
     def sample(self, prompt_ids: list[int], max_tokens: int, seed: int) -> Generation:
-        """One turn, synchronously (the session runs it in a worker thread).
+        """One turn, synchronously (the session runs it in a worker thread): trainer/rollout/hf_sample.py
+        (vLLM's order: temperature, top-k, top-p), drawn from a generator seeded with `seed`.
 
-        `logprobs` are those of the distribution the token was drawn from: log-softmax of the
-        processed scores (`output_scores`: logits / temperature, top_k and top_p applied; the raw logits
-        when greedy). With temperature 1 and top_p 1 they are the model's own logprobs (what vLLM
-        reports by default); otherwise they differ from them.
+        `logprobs` are those of the distribution the token was drawn from: top_k and top_p applied
+        and renormalized (transformers' `output_scores`; the raw logits when greedy). With
+        temperature 1, top_p 1 and top_k off they are the model's own logprobs (what vLLM reports by
+        default); otherwise they differ from them.
         """
         import torch
-        from transformers import GenerationConfig
+
+        from trainer.rollout.hf_sample import sample
 
         s = self.sampling
-        greedy = s.temperature == 0
-        config = GenerationConfig(
-            do_sample=not greedy, temperature=None if greedy else s.temperature, top_p=None if greedy else s.top_p,
-            top_k=None if greedy else (s.top_k or 0), max_new_tokens=max_tokens, eos_token_id=self.stop_ids,
-            pad_token_id=self.stop_ids[0], output_scores=True, return_dict_in_generate=True)
-        inputs = torch.tensor([prompt_ids], dtype=torch.long)
-        with self.lock, torch.random.fork_rng(devices=[]), torch.inference_mode():
-            torch.manual_seed(seed)
-            out = self.model.generate(inputs, attention_mask=torch.ones_like(inputs), generation_config=config)
-        ids = out.sequences[0, len(prompt_ids):].tolist()[:len(out.scores)]
-        logprobs = [torch.log_softmax(step[0].float(), dim=-1)[i].item() for step, i in zip(out.scores, ids)]
-        return Generation(ids=ids, logprobs=logprobs, input_tokens=len(prompt_ids), output_tokens=len(ids))
+        with self.lock:
+            turn = sample(self.model, prompt_ids, max_tokens, temperature=s.temperature, top_k=s.top_k or 0,
+                          top_p=s.top_p, stop_ids=self.stop_ids, generator=torch.Generator().manual_seed(seed))
+        return Generation(ids=turn.ids, logprobs=turn.logprobs, input_tokens=len(prompt_ids), output_tokens=len(turn.ids))
 
 
 def _load(path: str, dtype: Any, spec: str) -> tuple[Any, Any]:

@@ -1,0 +1,98 @@
+"""trainer/rollout/hf_sample.py: the CPU sampler of the `hf:` policy and the CPU rollout engine
+keeps exactly the tokens transformers' top-k and top-p warpers keep (vLLM's order), draws from
+their renormalized distribution, and decodes greedily as `generate` does."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from transformers import Qwen3Config, Qwen3ForCausalLM, TopKLogitsWarper, TopPLogitsWarper  # noqa: E402
+
+from trainer.rollout.hf_sample import keep, sample  # noqa: E402
+
+
+def warped(scaled, top_k, top_p):
+    scores = scaled[None].clone()
+    if top_k:
+        scores = TopKLogitsWarper(top_k)(None, scores)
+    if top_p < 1:
+        scores = TopPLogitsWarper(top_p)(None, scores)
+    return scores[0]
+
+
+@pytest.mark.parametrize("top_k, top_p", [(20, 0.95), (20, 1.0), (0, 0.9), (5, 0.5), (1, 0.95), (50, 0.3)])
+def test_the_kept_tokens_and_their_logprobs_are_the_warpers(top_k, top_p):
+    g = torch.Generator().manual_seed(top_k * 100 + int(top_p * 100))
+    for _ in range(20):
+        scaled = torch.randn(2000, generator=g) * 3
+        ids, values = keep(scaled, top_k, top_p)
+        ref = warped(scaled, top_k, top_p)
+        assert sorted(ids.tolist()) == torch.nonzero(ref > -float("inf")).squeeze(1).tolist()
+        assert values.tolist() == sorted(values.tolist(), reverse=True)  # most likely first
+        assert torch.log_softmax(values, -1).tolist() == pytest.approx(torch.log_softmax(ref, -1)[ids].tolist(), abs=1e-5)
+
+
+def test_ties_at_the_kth_value_are_kept_like_the_warper():
+    scaled = torch.tensor([3.0, 1.0, 2.0, 2.0, 0.0])
+    ids, _ = keep(scaled, 2, 1.0)
+    assert sorted(ids.tolist()) == [0, 2, 3]
+
+
+def test_the_draw_follows_the_kept_distribution():
+    """20k draws from 3 kept tokens of 6: frequencies within 4 standard errors of the warped probabilities."""
+    scaled = torch.tensor([2.0, 1.5, 1.0, -1.0, -2.0, -3.0])
+    model = Constant(scaled)
+    g = torch.Generator().manual_seed(0)
+    counts = torch.zeros(6)
+    for _ in range(2000):
+        for tok in sample(model, [0], 10, temperature=1.0, top_k=3, top_p=1.0, generator=g).ids:
+            counts[tok] += 1
+    p = torch.softmax(warped(scaled, 3, 1.0), -1)
+    n = counts.sum()
+    assert counts[3:].sum() == 0
+    se = (p * (1 - p) / n).sqrt()
+    assert ((counts / n - p).abs() <= 4 * se + 1e-9).all(), (counts / n, p)
+
+
+class Constant(torch.nn.Module):
+    """A causal LM whose next-token logits are always `logits` (to test the draw alone)."""
+
+    def __init__(self, logits):
+        super().__init__()
+        self.logits = logits
+
+    def forward(self, input_ids, past_key_values=None, use_cache=True, logits_to_keep=0):
+        from types import SimpleNamespace
+
+        return SimpleNamespace(logits=self.logits.expand(1, input_ids.shape[1], -1), past_key_values=None)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    torch.manual_seed(0)
+    config = Qwen3Config(vocab_size=512, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=1, head_dim=16, max_position_embeddings=1024)
+    return Qwen3ForCausalLM(config).eval()
+
+
+def test_greedy_is_generates_greedy_and_stops_on_a_stop_id(tiny):
+    prompt = [5, 17, 42, 7]
+    turn = sample(tiny, prompt, 12, temperature=0)
+    with torch.inference_mode():
+        ref = tiny.generate(torch.tensor([prompt]), do_sample=False, max_new_tokens=12, min_new_tokens=12,
+                            pad_token_id=0)[0, len(prompt):].tolist()
+    assert turn.ids == ref and not turn.stopped
+    cut = sample(tiny, prompt, 12, temperature=0, stop_ids=[ref[3]])
+    assert cut.ids == ref[:ref.index(ref[3]) + 1] and cut.stopped
+
+
+def test_logprobs_of_a_sampled_turn_are_its_distributions_and_a_seed_repeats_it(tiny):
+    prompt = [5, 17, 42, 7]
+    turn = sample(tiny, prompt, 10, temperature=0.7, top_k=20, top_p=0.9, generator=torch.Generator().manual_seed(3))
+    again = sample(tiny, prompt, 10, temperature=0.7, top_k=20, top_p=0.9, generator=torch.Generator().manual_seed(3))
+    assert again.ids == turn.ids and again.logprobs == turn.logprobs
+    with torch.inference_mode():
+        logits = tiny(torch.tensor([prompt + turn.ids])).logits[0, len(prompt) - 1:-1].float() / 0.7
+    for i, tok in enumerate(turn.ids):
+        ref = warped(logits[i], 20, 0.9)
+        assert turn.logprobs[i] == pytest.approx(float(torch.log_softmax(ref, -1)[tok]), abs=1e-4)
+        assert turn.raw_logprobs[i] == pytest.approx(float(torch.log_softmax(logits[i], -1)[tok]), abs=1e-4)

@@ -43,6 +43,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from trainer.core.figures import figure_png
 from trainer.data.bands import Bands, assign
 from trainer.data.probes import MixedProbesError, ProbeReport, tally_probes
 from trainer.env.taskformat.tasks import Dataset, Task, load_dataset, read_test_list
@@ -293,11 +294,7 @@ def histogram_png(decisions: list[Decision], bands: Bands) -> bytes:
     ax.set_title("offline policy-relative difficulty: tasks per band (largest Jeffreys posterior mass)")
     if domains:
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", metadata={"Software": None})
-    plt.close(fig)
-    return buf.getvalue()
+    return figure_png(fig)
 
 
 def sha256(path: Path) -> str:

@@ -39,6 +39,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from trainer.core.figures import figure_png
 from trainer.rollout.bandsfile import BandsFileError, read_bands_csv
 
 JEFFREYS = 0.5
@@ -268,8 +269,6 @@ def read_probe_counts(path: Path) -> dict[str, tuple[int, int] | None]:
 
 def trace_png(state_json: Mapping[str, Any], uids: Sequence[str] | None = None) -> bytes:
     """The per-task trace (posterior mean after every step), one line per task, as a PNG."""
-    import io
-
     import matplotlib
 
     matplotlib.use("Agg")
@@ -285,11 +284,7 @@ def trace_png(state_json: Mapping[str, Any], uids: Sequence[str] | None = None) 
     ax.set_ylabel("posterior mean of p(solved)")
     ax.set_ylim(0, 1)
     ax.set_title(f"online difficulty: {len(chosen)} task(s), posterior mean per step")
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", metadata={"Software": None})
-    plt.close(fig)
-    return buf.getvalue()
+    return figure_png(fig)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

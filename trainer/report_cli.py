@@ -13,7 +13,7 @@ from rich.console import Console
 if TYPE_CHECKING:
     from trainer.eval.report import Section
 
-err = Console(stderr=True, emoji=False)
+err = Console(stderr=True, soft_wrap=True, emoji=False)  # a path in a message stays one line
 
 
 def _fail(msg: str) -> NoReturn:
@@ -35,6 +35,9 @@ def report_command(
         "A run over other tasks than the base is refused; compare it on the tasks both hold (said in the page)."))] = False,
     at_k: Annotated[Optional[int], typer.Option("--at-k", min=1, help=(
         "A run of another k than the base is refused; compare at this k (said in the page)."))] = None,
+    training: Annotated[Optional[Path], typer.Option(
+        "--training", exists=True, dir_okay=False,
+        help="A training run's metrics (verl's file logger, VERL_FILE_LOGGER_PATH): adds its reward curve per step.")] = None,
     view: Annotated[bool, typer.Option("--view", help=(
         "Also write the trajectory viewer (tbt view) of every run's episodes beside the report, as NAME-episodes.html, "
         "from the records each agg.json names in its sources; the report links it, and each comparison's tasks that "
@@ -45,7 +48,8 @@ def report_command(
     change); cost per successful attempt vs pass@1 with the Pareto frontier (runs with a cost);
     reliability curves (pass^k and pass@k vs k); per-domain tables; the band histogram of
     --probes; with --difficulty, the online-difficulty trace (every task's posterior mean after
-    every training step) and the tasks that moved most. The HTML holds everything but the PNGs,
+    every training step) and the tasks that moved most; with --training, the reward curve (the
+    share of episodes passed at every training step). The HTML holds everything but the PNGs,
     which it links by relative name. With --view, the episode viewer page beside it, linked.
 
     \b
@@ -54,15 +58,18 @@ def report_command(
       tbt report tests/fixtures/eval/base.agg.json --html base-report.html
       tbt report base.agg.json cand.agg.json --html out/report.html --view
       tbt report tests/fixtures/eval/base.agg.json --html train-report.html --difficulty tests/fixtures/eval/difficulty.json
+      tbt report tests/fixtures/eval/base.agg.json --html curve-report.html --training tests/fixtures/eval/metrics.jsonl
     """
     from trainer.eval.report import ReportError, report
     from trainer.verl.difficulty import DifficultyError
+    from trainer.verl.trainlog import TrainLogError
 
     try:
         sections = [difficulty_section(difficulty)] if difficulty is not None else []
+        sections += [training_section(training)] if training is not None else []
         written = report(aggs, html_out, probes=probes, sections=sections, common_tasks=common_tasks, at_k=at_k,
                          view=view)
-    except (ReportError, DifficultyError) as e:
+    except (ReportError, DifficultyError, TrainLogError) as e:
         _fail(f"error: {e}")
     except OSError as e:
         _fail(f"error: {e.filename or html_out}: {e.strerror}")
@@ -91,4 +98,24 @@ def difficulty_section(path: Path, top: int = 10) -> Section:
     return Section("difficulty", f"Online difficulty ({path.name}, step {st.step})", body, trace_png(st.to_json()))
 
 
-__all__ = ["difficulty_section", "report_command"]
+def training_section(path: Path) -> Section:
+    """The report section of a training run's metrics file: the reward curve and its table."""
+    from html import escape
+
+    from trainer.eval.report import Section, table
+    from trainer.verl.trainlog import curve, curve_png, read
+
+    rows = curve(read(path))
+
+    def f(x: float | None, fmt: str) -> str:
+        return "-" if x is None else format(x, fmt)
+
+    body = (f'<p class="note">{len(rows)} step(s) logged in {escape(str(path))}: the share of each step\'s training '
+            "episodes whose verdict passed (the reward GRPO learned from).</p>"
+            + table(["step", "passed (share)", "generated tokens / episode", "step seconds"],
+                    [[str(r["step"]), f(r["score"], ".3f"), f(r["generated_tokens"], ".0f"), f(r["seconds"], ".1f")]
+                     for r in rows]))
+    return Section("training", f"Reward per training step ({path.name})", body, curve_png(rows))
+
+
+__all__ = ["difficulty_section", "report_command", "training_section"]

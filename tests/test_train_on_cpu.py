@@ -146,7 +146,9 @@ def test_checkpoint_verifies_and_a_second_launch_resumes_at_step_3(run):
         r = subprocess.run(["uv", "run", "--frozen", "tbt", "checkpoint", "verify", str(run["ckpt"]), "--step", "2"],
                            cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert sorted(run["resume"]) == [3], sorted(run["resume"])
+    # the resumed launch adds step 3 to the metrics file; the steps before it are kept as logged (patch 0004)
+    assert sorted(run["resume"]) == [1, 2, 3], sorted(run["resume"])
+    assert {s: run["resume"][s] for s in (1, 2)} == run["first"]
     assert (run["ckpt"] / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
 
 

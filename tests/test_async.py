@@ -223,3 +223,59 @@ def test_the_cpu_smoke_under_the_fully_async_trainer_dry_runs(tmp_path):
         assert o in lines, o
     assert not [x for x in lines if x.startswith("FAIL")] and "DRY_RUN" in r.stdout
     assert not ckpt.exists()  # nothing built
+
+
+@pytest.mark.engine  # a local Ray (~20 s)
+def test_the_cpu_object_store_checkpoint_engine_passes_each_version_whole():
+    """trainer/verl/cpu/checkpoint_engine.py (cpu_smoke_async's weight sync): the actor's rank 0
+    publishes full tensors of a version; a rollout worker that asks first waits for that version
+    and gets exactly them; the next version replaces them."""
+    ray = pytest.importorskip("ray")
+    import torch
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
+             runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}})
+    try:
+        class Side:  # defined here: pickled by value into the workers
+            def __init__(self, master: bool):
+                from trainer.verl.cpu.checkpoint_engine import ObjectStoreCheckpointEngine
+
+                self.engine = ObjectStoreCheckpointEngine(is_master=master)
+
+            async def send(self, version):
+                await self.engine.send_weights(iter([("a", torch.ones(2) * version), ("b", torch.zeros(3))]),
+                                               global_steps=version)
+
+            async def receive(self, version):
+                return {n: t.tolist() async for n, t in self.engine.receive_weights(global_steps=version)}
+
+        side = ray.remote(Side)
+        trainer0, trainer1, rollout = side.remote(True), side.remote(False), side.remote(False)
+        early = rollout.receive.remote(1)  # asked before anything is sent: waits for version 1
+        ray.get([trainer0.send.remote(1), trainer1.send.remote(1)])  # every rank iterates, rank 0 publishes
+        assert ray.get(early) == {"a": [1.0, 1.0], "b": [0.0, 0.0, 0.0]}
+        ray.get([trainer0.send.remote(2), trainer1.send.remote(2)])
+        assert ray.get(rollout.receive.remote(2))["a"] == [2.0, 2.0]
+    finally:
+        ray.shutdown()
+
+
+def test_verls_unpadding_runs_on_cpu_without_flash_attn():
+    """The trainer's log-prob step unpads through verl.utils.attention_utils, which imports
+    flash-attn; the CPU path gives it plain-torch functions of the same meaning."""
+    import importlib.util
+
+    import torch
+
+    import trainer.verl.cpu  # noqa: F401  (what VERL_USE_EXTERNAL_MODULES imports in every verl process)
+    from verl.utils.attention_utils import index_first_axis, pad_input, unpad_input
+
+    if importlib.util.find_spec("flash_attn") is not None:
+        pytest.skip("flash-attn is installed: verl uses its own")
+    x = torch.arange(12.0).view(2, 3, 2)
+    mask = torch.tensor([[0, 1, 1], [1, 1, 0]])
+    tokens, indices, cu, longest, used = unpad_input(x, mask)
+    assert tokens.tolist() == [[2.0, 3.0], [4.0, 5.0], [6.0, 7.0], [8.0, 9.0]] and indices.tolist() == [1, 2, 3, 4]
+    assert cu.tolist() == [0, 2, 4] and cu.dtype == torch.int32 and longest == 2 and used.tolist() == [2, 2]
+    assert pad_input(tokens, indices, 2, 3).tolist() == (x * mask[..., None]).tolist()
+    assert index_first_axis(x.view(6, 2), indices).tolist() == tokens.tolist()

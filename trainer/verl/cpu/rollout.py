@@ -39,6 +39,8 @@ import torch
 from verl.workers.rollout.base import BaseRollout
 from verl.workers.rollout.replica import RolloutReplica, TokenOutput
 
+from trainer.rollout.hf_sample import sample
+
 log = logging.getLogger(__name__)
 
 NAME = "hf_cpu"
@@ -97,42 +99,13 @@ class HFTokenServer:
         return TokenOutput(token_ids=ids, log_probs=lps, stop_reason=stop,
                            extra_fields={"global_steps": self.global_steps})
 
-    @torch.no_grad()
     def _sample(self, prompt: list[int], max_tokens: int, p: dict[str, Any]) -> tuple[list[int], list[float], str]:
-        """Ancestral sampling with a KV cache: temperature, top-k, top-p as vLLM applies them;
-        the log-prob of each sampled id under log_softmax(logits / temperature)."""
-        temperature = float(p.get("temperature", 1.0))
-        top_k = int(p.get("top_k", -1) or -1)
-        top_p = float(p.get("top_p", 1.0))
-        out = self.model(input_ids=torch.tensor([prompt]), use_cache=True)
-        past, logits = out.past_key_values, out.logits[0, -1].float()
-        ids: list[int] = []
-        lps: list[float] = []
-        for _ in range(max_tokens):
-            if temperature <= 0:
-                tok = int(torch.argmax(logits))
-                lp = float(torch.log_softmax(logits, -1)[tok])
-            else:
-                scaled = logits / temperature
-                logp = torch.log_softmax(scaled, -1)
-                filt = scaled.clone()
-                if 0 < top_k < filt.numel():
-                    kth = torch.topk(filt, top_k).values[-1]
-                    filt[filt < kth] = -float("inf")
-                if top_p < 1.0:
-                    sorted_l, idx = torch.sort(filt, descending=True)
-                    cum = torch.softmax(sorted_l, -1).cumsum(-1)
-                    drop = cum - torch.softmax(sorted_l, -1) > top_p
-                    filt[idx[drop]] = -float("inf")
-                tok = int(torch.multinomial(torch.softmax(filt, -1), 1, generator=self.generator))
-                lp = float(logp[tok])
-            ids.append(tok)
-            lps.append(lp)
-            if tok in self.eos:
-                return ids, lps, "completed"
-            out = self.model(input_ids=torch.tensor([[tok]]), past_key_values=past, use_cache=True)
-            past, logits = out.past_key_values, out.logits[0, -1].float()
-        return ids, lps, "completed"  # length-capped: vLLM's finish_reason "length" is also "completed" to verl
+        """Sampling as vLLM applies it (temperature, top-k, top-p: trainer/rollout/hf_sample.py), with a
+        KV cache; the log-prob of each sampled id under log_softmax(logits / temperature)."""
+        turn = sample(self.model, prompt, max_tokens, temperature=float(p.get("temperature", 1.0)),
+                      top_k=int(p.get("top_k", -1) or -1), top_p=float(p.get("top_p", 1.0)), stop_ids=sorted(self.eos),
+                      generator=self.generator)
+        return turn.ids, turn.raw_logprobs, "completed"  # length-capped: vLLM's "length" is also "completed" to verl
 
     async def update_weights(self, state: dict[str, torch.Tensor], global_steps: Optional[int] = None) -> dict[str, Any]:
         async with self.lock:
@@ -240,11 +213,19 @@ class HFServerAdapter(BaseRollout):
                              wire_format: str = "named_tensors", **kwargs: Any) -> None:
         assert wire_format == "named_tensors", f"hf_cpu consumes full named tensors, not {wire_format!r}"
         state = {}
-        for name, t in weights:  # every rank iterates: the gathers behind the generator are collective
+
+        def keep(name: str, t: Any) -> None:
             if hasattr(t, "full_tensor"):
                 t = t.full_tensor()
             if self.rollout_rank == 0:
                 state[name] = t.detach().to("cpu", copy=True)
+
+        if hasattr(weights, "__aiter__"):  # a checkpoint engine's receive_weights (standalone rollout workers)
+            async for name, t in weights:
+                keep(name, t)
+        else:
+            for name, t in weights:  # every rank iterates: the gathers behind the generator are collective
+                keep(name, t)
         server = self._server()
         if server is not None:
             await server.update_weights.remote(state, global_steps)

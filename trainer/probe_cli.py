@@ -114,6 +114,16 @@ def quickstart_command(
     n: Annotated[int, typer.Option("--n", min=1, help="Probes per task.")] = 8,
     out_dir: Annotated[Path, typer.Option("--out-dir", file_okay=False, help="Where probes and prepared data go.")] = Path("quickstart"),
     dataset: Annotated[Path, typer.Option("--dataset", exists=True, file_okay=False, help="Tasks to probe.")] = ROOT / "data" / "samples",
+    train: Annotated[bool, typer.Option("--train", help=(
+        "Then learn on this CPU: a golden warm start of a tiny Qwen3 on the laptop pool "
+        "(data/samples/lists/laptop.yaml), its evaluation (also its probes and bands), --steps GRPO steps through "
+        "scripts/run_train.sh (configs/laptop_grpo.yaml), the trained step's evaluation, tbt compare and tbt report "
+        "(OUT_DIR/train; docs/training.md, \"The whole loop on a laptop\")."))] = False,
+    steps: Annotated[int, typer.Option("--steps", min=1, help="GRPO steps of --train.")] = 6,
+    k: Annotated[int, typer.Option("--k", min=2, help="Attempts per task in --train's evaluations.")] = 8,
+    lr: Annotated[float, typer.Option("--lr", help="GRPO learning rate of --train.")] = 1e-3,
+    as_json: Annotated[bool, typer.Option("--json", help=(
+        "With --train: the last line is one JSON object (base_pass_at_1, trained_pass_at_1, delta_interval, steps, ...)."))] = False,
     progress: ProgressOpt = True,
 ) -> None:
     """Probe the sample tasks, prepare the training pool and show its difficulty bands.
@@ -122,10 +132,16 @@ def quickstart_command(
     data/prepare_data.py into OUT_DIR/prepared (train.yaml, test.yaml, bands.csv, bands.png, ...),
     prints the band histogram and what to run next. Rerunning resumes.
 
+    With --train, then the whole learning loop on this CPU (about 70 min on 2 cores; 27 with --steps 1 --k 4): warm
+    start, base evaluation, GRPO, merge, trained evaluation, compare and report, each stage's
+    command and log shown; a rerun keeps the stages already done.
+
     \b
     Examples:
       tbt quickstart
       tbt quickstart --n 4 --out-dir /tmp/qs
+      tbt quickstart --train --json
+      tbt quickstart --n 2 --train --steps 1 --k 4
     """
     from trainer.data.bands import Bands
     from trainer.data.prepare import PrepareConfig, PrepareError, prepare
@@ -177,3 +193,30 @@ def quickstart_command(
         err.print(f"error: the training dry run failed (exit {rc}): see the FAIL lines above", markup=False,
                   highlight=False)
         raise typer.Exit(rc)
+    if train:
+        _train(out_dir / "train", steps=steps, k=k, lr=lr, as_json=as_json, progress=progress)
+    elif as_json:
+        err.print("note: --json applies to --train only", markup=False, highlight=False)
+
+
+def _train(out_dir: Path, *, steps: int, k: int, lr: float, as_json: bool, progress: bool) -> None:
+    from trainer.verl.quickstart_train import StageError, TrainPlan, train_loop
+
+    def say(line: str) -> None:
+        err.print(line, markup=False, highlight=False)
+
+    try:
+        s = train_loop(TrainPlan(out=out_dir, steps=steps, k=k, lr=lr, progress=progress), say)
+    except StageError as e:
+        err.print(f"error: {e}", markup=False, highlight=False)
+        raise typer.Exit(e.code)
+    lo, hi = s["delta_interval"] or (None, None)
+    verdict = ("up: the interval excludes 0" if lo is not None and lo > 0 else
+               "down: the interval excludes 0" if hi is not None and hi < 0 else "not distinguishable from noise")
+    say(f"trained {s['steps']} GRPO step(s): pass@1 {s['base_pass_at_1']:.1%} -> {s['trained_pass_at_1']:.1%} "
+        f"({s['tasks']} tasks x {s['k']}), change {s['delta'] * 100:+.1f} pt, 95% paired bootstrap "
+        f"[{lo * 100:+.1f}, {hi * 100:+.1f}] pt: {verdict}; reward per step "
+        + ", ".join("-" if r is None else f"{r:.2f}" for r in s["reward_per_step"])
+        + f"; {s['total_seconds'] / 60:.1f} min; report {s['report']}")
+    if as_json:
+        out.print(json.dumps(s), markup=False, highlight=False, soft_wrap=True)

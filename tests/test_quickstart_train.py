@@ -1,0 +1,85 @@
+"""`tbt quickstart --train` (trainer/verl/quickstart_train.py): the learning loop's stages run the real
+commands in order, each with its log; a failing stage stops the run with its exit code and the
+end of its log; a rerun keeps what is done. The whole loop (warm start, evaluations, one GRPO step
+through verl's trainer, merge, compare, report: ~28 min on 2 cores) runs with TBT_CPU_SMOKE=1."""
+
+import json
+import os
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from trainer.cli import app
+from trainer.verl.quickstart_train import Runner, StageError, TrainPlan
+
+
+def test_a_failing_stage_stops_with_its_exit_code_and_the_end_of_its_log(tmp_path):
+    said = []
+    run = Runner(TrainPlan(out=tmp_path), said.append)
+    with pytest.raises(StageError) as e:
+        run.stage(2, "base evaluation", [sys.executable, "-c", "import sys; print('line one'); print('it broke'); sys.exit(3)"])
+    assert e.value.code == 3
+    log = tmp_path / "logs" / "2-base-evaluation.log"
+    assert "base evaluation failed (exit 3)" in str(e.value) and str(log) in str(e.value) and "it broke" in str(e.value)
+    assert "it broke" in log.read_text()
+    assert said[0].startswith("[2/6] base evaluation: ")
+
+
+def test_a_stage_that_passes_is_timed_and_said_done(tmp_path):
+    said = []
+    run = Runner(TrainPlan(out=tmp_path), said.append)
+    run.stage(5, "trained evaluation", [sys.executable, "-c", "print('fine')"])
+    assert run.seconds["trained evaluation"] >= 0 and said[-1].startswith("[5/6] trained evaluation: done in")
+    run.stage(5, "trained evaluation", [sys.executable, "-c", "print('again')"])  # a rerun: the first log is kept
+    log = (tmp_path / "logs" / "5-trained-evaluation.log").read_text()
+    assert log.index("fine") < log.index("again") and log.count("--- ") == 2
+
+
+def test_json_without_train_says_it_applies_to_train_only(tmp_path):
+    res = CliRunner().invoke(app, ["quickstart", "--n", "1", "--out-dir", str(tmp_path / "qs"), "--json", "--no-progress"])
+    assert res.exit_code == 0, res.output
+    assert "--json applies to --train only" in res.output
+
+
+@pytest.fixture(scope="module")
+def loop(tmp_path_factory):
+    if os.environ.get("TBT_CPU_SMOKE") != "1":
+        pytest.skip("the whole loop on CPU (~28 min on 2 cores) runs only with TBT_CPU_SMOKE=1")
+    out = tmp_path_factory.mktemp("qs")
+    # `tbt quickstart --n 2 --train --steps 1 --k 4`, its help example, as shown (plus where and how it reports)
+    args = ["quickstart", "--n", "2", "--train", "--steps", "1", "--k", "4", "--out-dir", str(out), "--json", "--no-progress"]
+    first = CliRunner().invoke(app, args)
+    again = CliRunner().invoke(app, args)
+    return out / "train", first, again
+
+
+@pytest.mark.engine
+@pytest.mark.timeout(3600)  # the loop (the module's fixture) runs inside the first test
+def test_the_whole_loop_runs_and_its_last_line_is_the_summary(loop):
+    out, first, _ = loop
+    assert first.exit_code == 0, first.output[-6000:]
+    s = json.loads(first.stdout.strip().splitlines()[-1])
+    assert s["steps"] == 1 and s["k"] == 4 and s["tasks"] == 8
+    assert 0 <= s["base_pass_at_1"] <= 1 and 0 <= s["trained_pass_at_1"] <= 1
+    lo, hi = s["delta_interval"]
+    assert lo <= s["delta"] <= hi and s["delta"] == pytest.approx(s["trained_pass_at_1"] - s["base_pass_at_1"])
+    assert len(s["reward_per_step"]) == 1 and 0 <= s["reward_per_step"][0] <= 1
+    for stage in ("warm start", "base evaluation", "GRPO", "merge", "trained evaluation", "report"):
+        assert stage in s["seconds"], stage
+    page = (out / "report.html").read_text()
+    assert "Reward per training step" in page
+    assert (out / "trained" / "config.json").is_file() and (out / "checkpoints" / "global_step_1").is_dir()
+    assert json.loads((out / "compare.json").read_text())["paired_pass_at_1"]["interval"] == s["delta_interval"]
+
+
+@pytest.mark.engine
+@pytest.mark.timeout(3600)
+def test_a_rerun_keeps_every_stage_and_gives_the_same_numbers(loop):
+    out, first, again = loop
+    assert again.exit_code == 0, again.output[-6000:]
+    for stage in ("warm start", "GRPO", "merge"):
+        assert f"{stage}: kept" in again.output, stage
+    a, b = (json.loads(r.stdout.strip().splitlines()[-1]) for r in (first, again))
+    assert (a["base_pass_at_1"], a["trained_pass_at_1"], a["delta_interval"]) == \
+        (b["base_pass_at_1"], b["trained_pass_at_1"], b["delta_interval"])

@@ -1,0 +1,197 @@
+"""`tbt quickstart --train`: the whole learning loop on a laptop's CPU, each stage the command
+docs/training.md shows, run in order, resumable, with progress:
+
+1. warm start   `tbt warm-start` of a tiny Qwen3 on the laptop pool's golden trajectories (OUT/warm)
+2. base eval    `tbt eval` of the warm start, k attempts per task (OUT/base.jsonl, OUT/base.agg.json):
+                also the probes whose Jeffreys bands pick the tasks GRPO trains on
+3. GRPO         `scripts/run_train.sh` with configs/laptop_grpo.yaml: verl's trainer, N steps
+                (OUT/checkpoints, its metrics.jsonl the reward per step)
+4. merge        `tbt checkpoint merge` of the last step (OUT/trained)
+5. trained eval `tbt eval` of it, as the base (OUT/trained.jsonl, OUT/trained.agg.json)
+6. compare      `tbt compare --json` and `tbt report --training` (OUT/report.html)
+
+Both evaluations play bfloat16 weights (verl's merger writes bfloat16; the base is rounded the same
+way, OUT/base-model) computed in float32: the change is training's, not a rounding's. A stage whose
+output is complete is kept on a rerun (the evaluations resume their records); a failing stage
+stops the run with its exit code and the tail of its log (OUT/logs/STAGE.log).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parents[2]
+LAPTOP_LIST = ROOT / "data" / "samples" / "lists" / "laptop.yaml"
+CONFIG = "configs/laptop_grpo.yaml"
+
+
+class StageError(RuntimeError):
+    def __init__(self, message: str, code: int = 1):
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class TrainPlan:
+    out: Path
+    dataset: Path = ROOT / "data" / "samples"
+    test_list: Path = LAPTOP_LIST
+    steps: int = 6
+    k: int = 8
+    epochs: float = 48.0
+    warm_lr: float = 3e-2
+    lr: float = 1e-3
+    seed: int = 0
+    progress: bool = True
+
+
+def tbt(*args: Any) -> list[str]:
+    return [sys.executable, "-m", "trainer.cli", *map(str, args)]
+
+
+def _records(path: Path) -> int:
+    try:
+        return sum(1 for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
+    except OSError:
+        return 0
+
+
+def _steps(metrics: Path) -> int:
+    """Steps logged so far (a step logged again after a resume counts once)."""
+    try:
+        lines = metrics.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return 0
+    steps = set()
+    for line in lines:
+        try:
+            steps.add(json.loads(line)["step"])
+        except (ValueError, KeyError, TypeError):
+            continue  # a line being written
+    return len(steps)
+
+
+class Runner:
+    def __init__(self, plan: TrainPlan, say: Callable[[str], None]):
+        self.plan, self.say = plan, say
+        self.logs = plan.out / "logs"
+        self.seconds: dict[str, float] = {}
+
+    def stage(self, i: int, name: str, cmd: list[str], *, env: dict[str, str] | None = None,
+              watch: Callable[[], str] | None = None) -> None:
+        self.logs.mkdir(parents=True, exist_ok=True)
+        log = self.logs / f"{i}-{name.replace(' ', '-')}.log"
+        shown_cmd = ["tbt", *cmd[3:]] if cmd[:3] == tbt() else cmd
+        self.say(f"[{i}/6] {name}: {' '.join(shown_cmd)}  (log {log})")
+        t0 = time.monotonic()
+        shown = ""
+        with log.open("ab") as f:  # a rerun adds to the log of the run before it
+            f.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(map(str, cmd))}\n".encode())
+            f.flush()
+            p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT, env={**os.environ, **(env or {})})
+            while p.poll() is None:
+                time.sleep(2)
+                now = watch() if watch else ""
+                if self.plan.progress and now and now != shown:
+                    self.say(f"[{i}/6] {name}: {now} ({time.monotonic() - t0:.0f} s)")
+                    shown = now
+        self.seconds[name] = round(time.monotonic() - t0, 1)
+        if p.returncode:
+            tail = log.read_text(encoding="utf-8", errors="replace").splitlines()[-25:]
+            raise StageError(f"{name} failed (exit {p.returncode}); the end of {log}:\n" + "\n".join(tail),
+                             p.returncode if 0 < p.returncode < 128 else 1)
+        self.say(f"[{i}/6] {name}: done in {self.seconds[name]:.0f} s")
+
+    def kept(self, i: int, name: str, what: Path) -> None:
+        self.seconds[name] = 0.0
+        self.say(f"[{i}/6] {name}: kept {what} (remove it to redo this stage)")
+
+
+def bf16_copy(src: Path, dst: Path) -> None:
+    """`src`'s checkpoint with bfloat16 weights (as verl's merger writes a trained one)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(str(src), dtype=torch.bfloat16, local_files_only=True)
+    model.save_pretrained(str(dst))
+    AutoTokenizer.from_pretrained(str(src), local_files_only=True).save_pretrained(str(dst))
+
+
+def train_loop(plan: TrainPlan, say: Callable[[str], None]) -> dict[str, Any]:
+    """The six stages (module docstring); the summary of the comparison."""
+    out = plan.out.resolve()
+    plan.out = out
+    out.mkdir(parents=True, exist_ok=True)
+    run = Runner(plan, say)
+    n_tasks = sum(1 for line in plan.test_list.read_text(encoding="utf-8").splitlines() if line.strip().startswith("- "))
+    episodes = n_tasks * plan.k
+    warm, base_model, trained = out / "warm", out / "base-model", out / "trained"
+    ckpt = out / "checkpoints"
+    metrics = ckpt / "metrics.jsonl"
+
+    if (warm / "config.json").is_file():
+        run.kept(1, "warm start", warm)
+    else:
+        run.stage(1, "warm start", tbt("warm-start", plan.dataset, "--test-list", plan.test_list, "-o", warm,
+                                       "--epochs", plan.epochs, "--lr", plan.warm_lr, "--seed", plan.seed, "--no-progress"))
+    if not (base_model / "config.json").is_file():  # in a process of its own: torch's memory is not held through GRPO
+        subprocess.run([sys.executable, "-c", "import sys; from trainer.verl.quickstart_train import bf16_copy; "
+                        "from pathlib import Path; bf16_copy(Path(sys.argv[1]), Path(sys.argv[2]))", warm, base_model],
+                       cwd=ROOT, check=True)
+
+    def evaluate(i: int, name: str, model: Path, label: str) -> Path:
+        agg = out / f"{label}.agg.json"
+        records = out / f"{label}.jsonl"
+        run.stage(i, name, tbt("eval", plan.dataset, "--test-list", plan.test_list, "--policy", f"hf:{model},dtype=float32",
+                               "--sampling", ROOT / "configs" / "sampling_laptop.yaml", "--user", "scripted",
+                               "--judge", "synthetic", "-n", plan.k, "--seed", plan.seed, "-o", records,
+                               "--aggregate-output", agg, "--label", label, "--no-progress"),
+                  watch=lambda: f"{min(_records(records), episodes)}/{episodes} episodes")
+        return agg
+
+    base_agg = evaluate(2, "base evaluation", base_model, "base")
+    probes = out / "probes.jsonl"
+    probes.write_bytes((out / "base.jsonl").read_bytes())  # the prepare step bands these (configs/laptop_grpo.yaml)
+
+    last = ckpt / f"global_step_{plan.steps}"
+    if last.is_dir():
+        run.kept(3, "GRPO", last)
+    else:
+        env = {"LAPTOP_DIR": str(out), "CKPT_DIR": str(ckpt), "STEPS": str(plan.steps), "SAVE_FREQ": "1",
+               "LR": str(plan.lr), "CONFIG": CONFIG, "EXPERIMENT": "quickstart-train"}
+        run.stage(3, "GRPO", ["bash", str(ROOT / "scripts" / "run_train.sh")], env=env,
+                  watch=lambda: f"step {min(_steps(metrics), plan.steps)}/{plan.steps} done")
+    if (trained / "config.json").is_file():
+        run.kept(4, "merge", trained)
+    else:
+        run.stage(4, "merge", tbt("checkpoint", "merge", ckpt, "--step", plan.steps, "--target", trained))
+    cand_agg = evaluate(5, "trained evaluation", trained, "trained")
+
+    say(f"[6/6] compare: tbt compare {base_agg} {cand_agg} --json")
+    res = subprocess.run(tbt("compare", base_agg, cand_agg, "--json", "--seed", plan.seed), cwd=ROOT,
+                         capture_output=True, text=True)
+    if res.returncode:
+        raise StageError(f"compare failed (exit {res.returncode}): {res.stderr.strip()[-2000:]}", res.returncode)
+    (out / "compare.json").write_text(res.stdout, encoding="utf-8")
+    cmp = json.loads(res.stdout)
+    report = out / "report.html"
+    run.stage(6, "report", tbt("report", base_agg, cand_agg, "--html", report, "--training", metrics))
+    pass1 = next(r for r in cmp["table1"] if r["metric"].startswith("pass@1"))
+    paired = cmp["paired_pass_at_1"]
+    from trainer.verl.trainlog import curve, read
+
+    return {"base_pass_at_1": pass1["base"]["share"], "trained_pass_at_1": pass1["candidate"]["share"],
+            "delta": paired["delta"], "delta_interval": paired["interval"], "steps": plan.steps,
+            "tasks": cmp["tasks"]["paired"], "k": plan.k,
+            "reward_per_step": [r["score"] for r in curve(read(metrics))],
+            "report": str(report), "seconds": run.seconds, "total_seconds": round(sum(run.seconds.values()), 1)}
+
+
+__all__ = ["StageError", "TrainPlan", "train_loop"]

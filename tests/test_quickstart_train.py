@@ -36,10 +36,10 @@ def test_a_stage_that_passes_is_timed_and_said_done(tmp_path):
     assert log.index("fine") < log.index("again") and log.count("--- ") == 2
 
 
-def test_json_without_train_says_it_applies_to_train_only(tmp_path):
+def test_json_without_train_is_refused_before_anything_runs(tmp_path):
     res = CliRunner().invoke(app, ["quickstart", "--n", "1", "--out-dir", str(tmp_path / "qs"), "--json", "--no-progress"])
-    assert res.exit_code == 0, res.output
-    assert "--json applies to --train only" in res.output
+    assert res.exit_code == 2, res.output
+    assert "--json applies to --train only" in res.output and not (tmp_path / "qs").exists()
 
 
 @pytest.fixture(scope="module")

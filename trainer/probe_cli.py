@@ -143,6 +143,9 @@ def quickstart_command(
       tbt quickstart --train --json
       tbt quickstart --n 2 --train --steps 1 --k 4
     """
+    if as_json and not train:
+        err.print("error: --json applies to --train only (the learning loop's summary)", markup=False, highlight=False)
+        raise typer.Exit(2)
     from trainer.data.bands import Bands
     from trainer.data.prepare import PrepareConfig, PrepareError, prepare
     from trainer.data.view import histogram, outcome_line
@@ -195,8 +198,6 @@ def quickstart_command(
         raise typer.Exit(rc)
     if train:
         _train(out_dir / "train", steps=steps, k=k, lr=lr, as_json=as_json, progress=progress)
-    elif as_json:
-        err.print("note: --json applies to --train only", markup=False, highlight=False)
 
 
 def _train(out_dir: Path, *, steps: int, k: int, lr: float, as_json: bool, progress: bool) -> None:

@@ -24,7 +24,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, CallToolResult
 
 from trainer.env.errors import SandboxError
-from trainer.env.sandbox.forkserver import ProcessStarts, ReusedProcess, Template, TemplateError, forked_stdio
+from trainer.env.sandbox.forkserver import ProcessStarts, ReusedProcess, Template, TemplateError, file_tail, forked_stdio
 from trainer.env.sandbox.servers import REMOTE_TRANSPORTS, ServerSpec
 
 log = logging.getLogger(__name__)
@@ -197,14 +197,7 @@ class ServerConnection:
         st.stat(s).forks += 1
 
     def stderr_tail(self, n: int = 2000) -> str:
-        if self._errlog is None:
-            return ""
-        try:
-            self._errlog.flush()
-            self._errlog.seek(0)
-            return self._errlog.read()[-n:].strip()
-        except (OSError, ValueError):
-            return ""
+        return "" if self._errlog is None else file_tail(self._errlog, n)
 
     def _cause(self, e: BaseException) -> str:
         """The exception (every leaf of a group), then the server's stderr tail once."""

@@ -60,6 +60,16 @@ _PYTHON = re.compile(r"python[0-9.]*$")
 _TERM_GRACE_S = 2.0  # as the SDK's stdio_client: stdin closed, then SIGTERM, then SIGKILL
 
 
+
+def file_tail(f: Any, n: int) -> str:
+    """The last `n` characters of a log file a process writes into (its stderr), stripped; "" if unreadable."""
+    try:
+        f.flush()
+        f.seek(0)
+        return f.read()[-n:].strip()
+    except (OSError, ValueError):
+        return ""
+
 class TemplateError(RuntimeError):
     """The template could not start, refused the server, or died."""
 
@@ -130,12 +140,7 @@ class Template:
         return int(reply["pid"])
 
     def log_tail(self, n: int = 1500) -> str:
-        try:
-            self._log.flush()
-            self._log.seek(0)
-            return self._log.read()[-n:].strip()
-        except (OSError, ValueError):
-            return ""
+        return file_tail(self._log, n)
 
     def close(self) -> None:
         """Close the socket (the template exits, its children die with it) and reap it."""
@@ -440,4 +445,4 @@ def differing_keys(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
 
 
 __all__ = ["ProcessStarts", "ReusedProcess", "ServerStats", "Template", "TemplateError", "canonical", "differing_keys",
-           "fork_argv", "forked_stdio", "pipe_streams"]
+           "file_tail", "fork_argv", "forked_stdio", "pipe_streams"]

@@ -24,3 +24,16 @@ def endpoints():
     yield make
     for e in made:
         e.stop()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto` (pyproject's addopts): one worker per core for the default run (everything but the
+    engine tests); none, one process as before, once a `-m` selects engine tests (`-m engine`,
+    `-m ''`): each of those starts a Ray cluster, verl's trainer or vLLM sized for the whole
+    machine, and two at once run out of memory. PYTEST_XDIST_AUTO_NUM_WORKERS still decides first."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    if (config.option.markexpr or "").strip() != "not engine":
+        return 0
+    return None

@@ -313,3 +313,21 @@ def test_tbt_eval_runs_the_protocol_from_the_framework_config_file(endpoints, tm
     assert records[0]["user"]["model"] == "user-m" and records[0]["judge"]["model"] == "judge-m"
     assert "agent-key-456" not in out.read_text() and "literal-judge-key" not in out.read_text()
     assert json.loads(agg.read_text())
+
+
+def test_the_framework_schema_is_a_new_tree_and_leaves_the_servers_as_declared():
+    """Resolving builds every container anew: a `$defs` entry used twice becomes two separate
+    copies, the server's declared schema is untouched, and an unresolvable `$ref` stays."""
+    from trainer.rollout.agentview import framework_schema
+
+    declared = {"title": "A", "type": "object", "$defs": {"S": {"title": "S", "type": "string", "enum": ["x"]}},
+                "properties": {"a": {"$ref": "#/$defs/S", "title": "a"}, "b": {"$ref": "#/$defs/S"},
+                               "c": {"$ref": "other.json#/S", "description": "kept"}}}
+    before = json.dumps(declared, sort_keys=True)
+    out = framework_schema(declared)
+    assert json.dumps(declared, sort_keys=True) == before
+    assert out["properties"]["a"] == out["properties"]["b"] == {"type": "string", "enum": ["x"]}  # titles dropped
+    assert out["properties"]["a"] is not out["properties"]["b"]
+    assert out["properties"]["a"]["enum"] is not declared["$defs"]["S"]["enum"]
+    assert out["properties"]["c"] == {"$ref": "other.json#/S", "description": "kept"}
+    assert "$defs" in out and "title" not in out and out["additionalProperties"] is False  # incomplete: $defs kept

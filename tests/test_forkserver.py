@@ -287,12 +287,12 @@ def expected_initial(config: dict) -> dict:
 
 
 async def test_many_forked_sessions_start_exact_and_leave_nothing(ds):
-    """Leak test: many sessions (TBT_FORK_SESSIONS, default 250; the suite's default run has a
+    """Leak test: many sessions (TBT_FORK_SESSIONS, default 120; the suite's default run has a
     10-minute budget, set 1000 or more for a soak), each from its task's exact initial state,
     random writes checked against a model; no child outlives its session."""
     import anyio
 
-    n = int(os.environ.get("TBT_FORK_SESSIONS", "250"))
+    n = int(os.environ.get("TBT_FORK_SESSIONS", "120"))
     tasks = list(ds.tasks.values())
     reg = notes("fork")
     rng = random.Random(12)

@@ -54,7 +54,8 @@ def _pointer(root: Any, ref: str) -> Any:
 
 def resolve_refs(schema: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     """(`schema` with every local `$ref` replaced by what it points at, whether all of them
-    could be: a reference that is not local, dangles or is circular stays a `$ref`)."""
+    could be: a reference that is not local, dangles or is circular stays a `$ref`). The result
+    is a new tree: every dict and list in it is built here (`schema` is left as it was)."""
     complete = True
 
     def walk(node: Any, seen: tuple[str, ...]) -> Any:
@@ -68,8 +69,8 @@ def resolve_refs(schema: dict[str, Any]) -> tuple[dict[str, Any], bool]:
             target = _pointer(schema, ref)
             if target is None or ref in seen:
                 complete = False
-                return dict(node)
-            return walk(copy.deepcopy(target), (*seen, ref))
+                return {k: v if k == "$ref" else walk(v, seen) for k, v in node.items()}
+            return walk(target, (*seen, ref))
         return {k: walk(v, seen) for k, v in node.items()}
 
     return walk(schema, ()), complete
@@ -77,7 +78,7 @@ def resolve_refs(schema: dict[str, Any]) -> tuple[dict[str, Any], bool]:
 
 def framework_schema(schema: dict[str, Any] | None) -> dict[str, Any]:
     """A tool's parameters schema as the framework shows it to the agent (module docstring)."""
-    out, complete = resolve_refs(copy.deepcopy(schema or {"type": "object", "properties": {}}))
+    out, complete = resolve_refs(schema or {"type": "object", "properties": {}})
     if complete:
         out.pop("$defs", None)
     out.pop("title", None)

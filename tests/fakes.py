@@ -9,15 +9,27 @@ fixture (tests/conftest.py) makes them and stops them after the test."""
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 Answer = Callable[..., tuple]
 PING = [{"role": "user", "content": "ping"}]  # the body of the preflight's probe (trainer/rollout/preflight.py)
+
+
+@contextlib.contextmanager
+def refusing_port() -> Iterator[int]:
+    """A port on 127.0.0.1 that refuses connections for as long as the block runs: bound, never
+    listening, so no other test (another xdist worker's server) can take it meanwhile, as it could
+    a port that was only picked free and closed."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield s.getsockname()[1]
 
 
 class Endpoint:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from fakes import refusing_port
 from trainer.domains import DOMAINS
 from trainer.env.errors import TaskFormatError
 from trainer.env.sandbox.mcp_host import Sandbox, SandboxError, ServerRegistry, ServerSpec, strip_sources
@@ -375,8 +376,8 @@ async def test_remote_sessions_are_isolated(task, http_endpoint):
 
 
 async def test_remote_unreachable(task):
-    reg = ServerRegistry({"notes": ServerSpec("notes", "mcp-remote", endpoint=f"http://127.0.0.1:{free_port()}/mcp")})
-    with pytest.raises(SandboxError) as e:
+    with refusing_port() as port, pytest.raises(SandboxError) as e:
+        reg = ServerRegistry({"notes": ServerSpec("notes", "mcp-remote", endpoint=f"http://127.0.0.1:{port}/mcp")})
         async with Sandbox(task, reg, open_timeout=5, call_timeout=5):
             pass
     assert e.value.stage == "connect"
@@ -430,8 +431,8 @@ async def test_sse_headers_timeouts_and_errors(task, sse_endpoint):
 
 async def test_sse_unreachable_is_a_connect_error(task, sse_endpoint):
     # nobody listens
-    with pytest.raises(SandboxError) as e:
-        async with Sandbox(task, sse(f"http://127.0.0.1:{free_port()}/sse"), open_timeout=5, call_timeout=5):
+    with refusing_port() as port, pytest.raises(SandboxError) as e:
+        async with Sandbox(task, sse(f"http://127.0.0.1:{port}/sse"), open_timeout=5, call_timeout=5):
             pass
     assert e.value.stage == "connect" and "ConnectError" in e.value.cause
     # a live server, but no event stream at that path

@@ -17,6 +17,7 @@ import httpx
 import pytest
 import uvicorn
 
+from fakes import refusing_port
 from trainer.core import parity as P
 from trainer.core import tb_interpret as ti
 from trainer.core.tb_render import IM_END
@@ -178,12 +179,13 @@ def test_streaming_is_refused_and_upstream_errors_pass_through(proxy, upstream):
 
 
 def test_an_unreachable_upstream_is_a_502():
-    p = Proxy(f"http://127.0.0.1:{free_port()}/v1")
-    try:
-        r = httpx.post(p.url + "/v1/chat/completions", json={"model": "t", "messages": [{"role": "user", "content": "x"}]})
-        assert r.status_code == 502 and "cannot be reached" in r.text
-    finally:
-        p.close()
+    with refusing_port() as port:
+        p = Proxy(f"http://127.0.0.1:{port}/v1")
+        try:
+            r = httpx.post(p.url + "/v1/chat/completions", json={"model": "t", "messages": [{"role": "user", "content": "x"}]})
+            assert r.status_code == 502 and "cannot be reached" in r.text
+        finally:
+            p.close()
 
 
 def test_an_episode_through_the_proxy_is_read_as_training_reads_it(proxy, upstream):

@@ -33,6 +33,8 @@ def patched_module(tmp_path: Path, patch: Path, rel: str, name: str):
                        capture_output=True)
     r = subprocess.run(["patch", "-p1", "--forward", "-i", str(patch)], cwd=tmp_path, capture_output=True, text=True)
     assert r.returncode == 0, f"{patch.name} does not apply to the installed verl {importlib.import_module('verl').__version__}:\n{r.stdout}{r.stderr}"
+    if "." in name:  # a module inside verl's package (its relative imports resolve there)
+        importlib.import_module(name.rpartition(".")[0])
     spec = importlib.util.spec_from_file_location(name, dst)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
@@ -93,9 +95,14 @@ def test_0001_a_failed_group_is_dropped_whole(tmp_path):
 
 
 @pytest.mark.parametrize("patch", sorted(PATCHES.glob("*.patch")), ids=lambda p: p.name)
-def test_patch_is_not_applied_twice(tmp_path, patch):
+def test_patch_is_not_applied_twice(tmp_path, patch, monkeypatch):
     rel = next(line[6:].strip() for line in patch.read_text().splitlines() if line.startswith("+++ b/"))
-    patched_module(tmp_path, patch, rel, f"_tb_twice_{patch.stem.replace('-', '_')}")
+    if rel.startswith("verl/workers/engine/"):  # the copy registers its engines again
+        from verl.workers.engine.base import EngineRegistry
+
+        monkeypatch.setattr(EngineRegistry, "_engines", {})
+    package = rel.removesuffix(".py").rpartition("/")[0].replace("/", ".")  # the target's own package
+    patched_module(tmp_path, patch, rel, f"{package}._tb_twice_{patch.stem.replace('-', '_')}")
     again = subprocess.run(["patch", "-p1", "--forward", "--dry-run", "-i", str(patch)], cwd=tmp_path,
                            capture_output=True, text=True)
     assert again.returncode != 0 and "previously applied" in again.stdout.lower() + again.stderr.lower()
@@ -294,3 +301,129 @@ def test_0004_a_resumed_run_keeps_the_steps_logged_before_it(tmp_path):
     _log_step(mod, after, 1)
     _log_step(mod, after, 2)
     assert [json.loads(line)["step"] for line in after.read_text().splitlines()] == [1, 2]
+
+
+def _left_right_batch(prompt_lens: list[int], response_lens: list[int], width_p: int = 6, width_r: int = 5):
+    """A batch as verl's trainer holds it before the engine: left-padded prompts, right-padded
+    responses, their attention and response masks, position ids."""
+    import torch
+    from tensordict import TensorDict
+
+    n = len(prompt_lens)
+    prompts, responses = torch.zeros(n, width_p, dtype=torch.long), torch.zeros(n, width_r, dtype=torch.long)
+    mask = torch.zeros(n, width_p + width_r, dtype=torch.long)
+    for i, (p, r) in enumerate(zip(prompt_lens, response_lens)):
+        prompts[i, width_p - p:] = torch.arange(100, 100 + p)
+        responses[i, :r] = torch.arange(200, 200 + r)
+        mask[i, width_p - p:width_p + r] = 1
+    response_mask = mask[:, width_p:].clone()
+    position_ids = (mask.cumsum(dim=1) - 1).clamp(min=0)
+    return TensorDict({"prompts": prompts, "responses": responses, "input_ids": torch.cat([prompts, responses], dim=1),
+                       "attention_mask": mask, "response_mask": response_mask, "position_ids": position_ids},
+                      batch_size=[n])
+
+
+def test_0005_the_engine_asks_for_exactly_the_log_probs_that_are_read(tmp_path, monkeypatch):
+    import torch
+
+    import trainer.verl.cpu  # noqa: F401  (verl's unpadding helpers without flash-attn, as in every CPU run)
+    from verl.workers.engine.base import EngineRegistry
+    from verl.workers.utils.padding import left_right_2_no_padding, no_padding_2_padding, response_from_nested
+
+    patch = PATCHES / "0005-logprobs-at-response-positions.patch"
+    monkeypatch.setattr(EngineRegistry, "_engines", {})  # the copy registers its engines again
+    mod = patched_module(tmp_path, patch, "verl/workers/engine/fsdp/transformer_impl.py",
+                         "verl.workers.engine.fsdp._tb_patched_transformer_impl")
+    prompt_lens, response_lens = [5, 3, 6], [4, 2, 5]
+    data = left_right_2_no_padding(_left_right_batch(prompt_lens, response_lens))
+    keep = mod._logprob_positions(data)
+    total = sum(prompt_lens) + sum(response_lens)
+    assert keep is not None and keep.shape == (total,) and keep.dtype == torch.bool
+    # what verl reads afterwards: position p carries the value p + 1, 0 is padding
+    values = torch.nested.nested_tensor_from_jagged(torch.arange(1, total + 1, dtype=torch.float32),
+                                                    offsets=data["input_ids"].offsets())
+    read = no_padding_2_padding(values, data)
+    read_positions = sorted(int(v) - 1 for v in read.flatten().tolist() if v > 0)
+    assert read_positions == keep.nonzero().flatten().tolist()
+    assert int(keep.sum()) == sum(response_lens)  # the prompt's positions are not computed
+    # without remove-padding the model reads a padded (bsz, max_seq_len) batch: the padded mask
+    # keeps exactly what verl's dense re-packing (valid columns per row) and response_from_nested read
+    width = max(p + r for p, r in zip(prompt_lens, response_lens)) + 2  # wider than the longest: columns never kept
+    padded_keep = mod._padded_positions(keep, data["input_ids"], width)
+    assert padded_keep.shape == (3, width) and padded_keep.dtype == torch.bool
+    dense = torch.nested.to_padded_tensor(values, padding=0.0, output_size=(3, width))
+    seq_lens = data["input_ids"].offsets().diff()
+    valid = torch.arange(width) < seq_lens.unsqueeze(1)
+    repacked = torch.nested.nested_tensor_from_jagged(dense[valid], offsets=data["input_ids"].offsets())
+    response_mask = torch.nested.as_nested_tensor([torch.ones(r) for r in response_lens], layout=torch.jagged)
+    read_dense = response_from_nested(repacked, response_mask)
+    assert sorted(int(v) - 1 for v in read_dense.values().tolist()) == read_positions
+    assert sorted(int(v) - 1 for v in dense[padded_keep].tolist()) == read_positions
+    # the same batch with nested prompts and responses (the other layout verl reads) agrees
+    nested = data.clone()
+    rows = _left_right_batch(prompt_lens, response_lens)
+    nested["prompts"] = torch.nested.as_nested_tensor([rows["prompts"][i, 6 - p:] for i, p in enumerate(prompt_lens)],
+                                                      layout=torch.jagged)
+    nested["responses"] = torch.nested.as_nested_tensor([rows["responses"][i, :r] for i, r in enumerate(response_lens)],
+                                                        layout=torch.jagged)
+    assert torch.equal(mod._logprob_positions(nested), keep)
+    # no prompts / responses to tell the positions (an SFT batch): none, every position computed
+    sft = data.clone()
+    del sft["prompts"]
+    assert mod._logprob_positions(sft) is None
+    # lengths that do not add up to the packed sequences: none, never a wrong mask
+    short = data.clone()
+    short["attention_mask"] = short["attention_mask"].clone()
+    short["attention_mask"][0, -1] = 0
+    short["attention_mask"][0, 6] = 0
+    assert mod._logprob_positions(short) is None
+    # the forward must take the argument (patch 0006); a model class without it gets none
+    assert not mod._takes_logprob_positions(torch.nn.Linear(2, 2))
+
+
+@pytest.mark.parametrize("rows", [1, 2], ids=["packed", "padded-batch"])
+def test_0006_the_fused_forward_computes_only_where_asked_and_the_same_there(tmp_path, rows):
+    """One packed sequence (remove-padding) or a right-padded batch of two with its attention
+    mask (the CPU configs' layout): the same log-probs, entropies and gradients where kept."""
+    import torch
+    from trainer.verl.tiny import build_tiny_qwen3
+    from transformers import AutoModelForCausalLM
+
+    patch = PATCHES / "0006-logprobs-where-asked.patch"
+    stock = stock_module(tmp_path, patch, "verl/models/transformers/dense_common.py", "_tb_stock_dense_common")
+    mod = patched_module(tmp_path / "patched", patch, "verl/models/transformers/dense_common.py", "_tb_patched_dense_common")
+    model = AutoModelForCausalLM.from_pretrained(str(build_tiny_qwen3(tmp_path / "tiny", hidden=32, layers=1)),
+                                                 torch_dtype=torch.float32)
+    gen = torch.Generator().manual_seed(0)
+    width = 48 // rows
+    ids = torch.randint(0, 5000, (rows, width), generator=gen)
+    pos = torch.arange(width).expand(rows, width)
+    mask = torch.ones(rows, width, dtype=torch.long)
+    keep = torch.zeros(rows, width, dtype=torch.bool)
+    if rows == 1:
+        keep[0, 11:23] = True
+        keep[0, 30:47] = True
+    else:  # the second row is 19 tokens and padding
+        mask[1, 19:] = 0
+        keep[0, 7:23] = True
+        keep[1, 12:18] = True
+    weights = torch.rand(rows, width, generator=gen)
+
+    def run(module, **kw):
+        model.zero_grad()
+        out = module.forward_with_torch_backend(model, input_ids=ids, position_ids=pos, attention_mask=mask,
+                                                return_dict=True, temperature=0.7, **kw)
+        (out.log_probs[keep] * weights[keep]).sum().backward()
+        return out, {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    full, full_grads = run(stock)
+    part, part_grads = run(mod, logprob_positions=keep)
+    torch.testing.assert_close(part.log_probs[keep], full.log_probs[keep])
+    torch.testing.assert_close(part.entropy[keep], full.entropy[keep])
+    assert part.log_probs.shape == full.log_probs.shape and not part.log_probs[~keep].any() and not part.entropy[~keep].any()
+    assert full.log_probs[~keep].ne(0).all()  # stock computes every position
+    assert full_grads.keys() == part_grads.keys() and full_grads
+    for name, g in full_grads.items():
+        torch.testing.assert_close(part_grads[name], g, msg=name)
+    again, _ = run(mod)  # without the argument: every position, as stock
+    torch.testing.assert_close(again.log_probs, full.log_probs)

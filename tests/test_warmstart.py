@@ -158,6 +158,45 @@ def test_fine_tune_writes_a_checkpoint_hf_loads_and_plays(base, golden, tmp_path
 runner = CliRunner()
 
 
+def test_the_golden_replay_pins_the_wall_clock_so_a_rerun_trains_on_the_same_tokens(base, tmp_path, monkeypatch):
+    """The toy domain stamps each new loan with real time (`recorded_at`, unstable): two golden
+    plays differ in those tool-result tokens, unless `tbt warm-start`'s pin stamps the session's
+    fixed clock (2025-03-03T09:00:00Z)."""
+    from datetime import datetime, timezone
+
+    from trainer.domains.kit import WALL_CLOCK_ENV
+    from trainer.warmstart_cli import pinned_wall_clock
+
+    monkeypatch.delenv(WALL_CLOCK_ENV, raising=False)
+    uid = "toy_loans.py:test_checkout_book"
+
+    def play(name):
+        out = tmp_path / f"{name}.jsonl"
+        run(RunSpec(dataset=str(SAMPLES), policy=ws.golden_policy(base)), RunPlan(output=out, only=frozenset({uid})))
+        (rec,) = read_records(out)
+        stamps = re.findall(r'recorded_at\\?": ([0-9.]+)', json.dumps(rec.messages))
+        return rec.tokens, [float(x) for x in stamps]
+
+    free_a, free_b = play("free-a"), play("free-b")
+    assert free_a[1] and free_a[1] != free_b[1] and free_a[0] != free_b[0]  # real time: not the same tokens
+    with pinned_wall_clock():
+        pinned_a = play("pinned-a")
+    with pinned_wall_clock():
+        pinned_b = play("pinned-b")
+    assert pinned_a == pinned_b
+    assert set(pinned_a[1]) == {datetime(2025, 3, 3, 9, tzinfo=timezone.utc).timestamp()}
+    assert WALL_CLOCK_ENV not in __import__("os").environ  # restored after the golden play
+    monkeypatch.setenv(WALL_CLOCK_ENV, "12.5")  # the caller's own pin is kept
+    with pinned_wall_clock():
+        assert set(play("caller")[1]) == {12.5}
+    monkeypatch.setenv(WALL_CLOCK_ENV, "noon")
+    with pytest.raises(ValueError, match=r"TBT_WALL_CLOCK='noon': expected epoch seconds or 'session'"):
+        from trainer.domains import domain
+
+        server = domain("toy").create_server()
+        server.session.wall_clock()
+
+
 def test_cli_bad_input_is_one_clear_message(tmp_path):
     def bad(*args):
         r = runner.invoke(app, ["warm-start", str(SAMPLES), "-o", str(tmp_path / "w"), *args])

@@ -6,11 +6,13 @@ input (a path, an option, a dataset error), one message on stderr.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Iterator, Optional
 
 import typer
 
@@ -18,6 +20,23 @@ from trainer.run_cli import FamilyOpt, ProgressOpt, SkipInvalidOpt, SpecOptions,
 
 GOLDEN = "golden.jsonl"  # the golden episodes' records, inside the output directory
 BASE = "base"  # the tiny base model built when --base is not given, inside the output directory
+
+
+@contextlib.contextmanager
+def pinned_wall_clock() -> Iterator[None]:
+    """Our domains' wall-clock fields (the toy loans' `recorded_at`) stamped with each session's
+    fixed clock while the golden episodes play: their tool results, and so the trained tokens, are
+    the same on every run. A `TBT_WALL_CLOCK` the caller set is kept."""
+    from trainer.domains.kit import WALL_CLOCK_ENV
+
+    if os.environ.get(WALL_CLOCK_ENV):
+        yield
+        return
+    os.environ[WALL_CLOCK_ENV] = "session"
+    try:
+        yield
+    finally:
+        os.environ.pop(WALL_CLOCK_ENV, None)
 
 
 def warm_start_command(
@@ -51,7 +70,8 @@ def warm_start_command(
     """Fine-tune a model on the tasks' golden trajectories, rendered exactly as training renders them.
 
     Each task is played once by the synthetic policy's golden mode (synthetic:p=1.0, token level:
-    real sandbox, tool results and grader); each passing episode's token trajectory (prompt ids,
+    real sandbox, tool results and grader; wall-clock fields stamped with the session's fixed clock, so a
+    rerun trains on the same tokens); each passing episode's token trajectory (prompt ids,
     response ids, response mask: the records' `tokens`) is one example, trained with the loss only on
     the assistant's tokens, by transformers' Trainer on CPU. The checkpoint in OUTPUT loads as
     --policy hf:OUTPUT. --epochs, --keep-turns and --keep-tasks make a model that solves some tasks
@@ -96,7 +116,8 @@ def warm_start_command(
     golden = output / GOLDEN
     t0 = time.perf_counter()
     spec = SpecOptions(dataset, ws.golden_policy(base.resolve()), test_list, family=family).to_spec()
-    result = play(spec, RunPlan(output=golden, repeat=1, seed=seed, progress=progress, skip_invalid=skip_invalid))
+    with pinned_wall_clock():
+        result = play(spec, RunPlan(output=golden, repeat=1, seed=seed, progress=progress, skip_invalid=skip_invalid))
     report(result, 1, golden)
     golden_seconds = time.perf_counter() - t0
     try:

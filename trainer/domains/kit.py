@@ -15,7 +15,9 @@ protocol error. Each call runs in a savepoint, so a refused or failed write leav
 and SQLite constraints (CHECK, FOREIGN KEY, UNIQUE) enforce invariants a tool forgot.
 Determinism: ids come from `Session.next_id` (max existing + 1) and time from `Session.now`
 (the domain's fixed clock, or `now` in the server config), so a golden replay and an agent run
-that make the same writes produce the same rows.
+that make the same writes produce the same rows. A field stamped with real time
+(`Session.wall_clock()`, declared `unstable`) is the one exception; `TBT_WALL_CLOCK` pins it
+(`tbt warm-start` does, so its golden trajectories are the same tokens on every run).
 
 Sessions speak the reserved-tool protocol (docs/sandbox.md, "The server protocol"):
 - `__reserved__init(config, session_id=None)`: fresh private database, `data_patch` upserted by
@@ -39,11 +41,13 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import sqlite3
 import threading
+import time
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime, timezone
 from typing import Any, Callable, Iterable, Mapping
 
 import jsonschema
@@ -75,6 +79,9 @@ def parse_date(text: str, what: str) -> date:
         return date.fromisoformat(text)
     except ValueError:
         raise ToolError(f"{what} must be a real date YYYY-MM-DD, got {text!r}") from None
+
+
+WALL_CLOCK_ENV = "TBT_WALL_CLOCK"  # pins Session.wall_clock() (epoch seconds, or "session")
 
 
 def now_stamp(db: Session) -> str:
@@ -153,6 +160,21 @@ class Session:
     def today(self) -> date:
         """The date of the session's clock."""
         return date.fromisoformat(self.now[:10])
+
+    def wall_clock(self) -> float:
+        """Real time in epoch seconds, for a field a tool stamps with it (declare it `unstable`:
+        it is left out of hashes and diffs). `TBT_WALL_CLOCK` pins it: epoch seconds, or `session`
+        for the session's fixed clock (`now`); unset, it is `time.time()`."""
+        pinned = os.environ.get(WALL_CLOCK_ENV, "").strip()
+        if not pinned:
+            return time.time()
+        if pinned == "session":
+            at = datetime.fromisoformat(self.now.replace("Z", "+00:00"))
+            return (at if at.tzinfo else at.replace(tzinfo=timezone.utc)).timestamp()
+        try:
+            return float(pinned)
+        except ValueError:
+            raise ValueError(f"{WALL_CLOCK_ENV}={pinned!r}: expected epoch seconds or 'session'") from None
 
     def all(self, sql: str, params: Iterable[Any] = ()) -> list[dict[str, Any]]:
         return _rows(self.conn.execute(sql, tuple(params)))

@@ -5,12 +5,11 @@ invariants (`checkout_book`: active member, under the loan limit and the fine li
 available; SQLite enforces one open loan per book and fines never below zero), a write the
 policy restricts rather than the data (`adjust_fines`: only to correct a fine recorded in
 error, never to waive one on request — the trap tasks' temptation), deterministic ids (`L-0003`, ...), a fixed
-clock (2025-03-03), an unstable field (`loans.recorded_at`, wall-clock) and `search_policy`.
+clock (2025-03-03), an unstable field (`loans.recorded_at`, wall-clock: `Session.wall_clock()`) and `search_policy`.
 """
 
 from __future__ import annotations
 
-import time
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
@@ -105,7 +104,7 @@ def checkout_book(db: Session, member_id: str, book_id: str) -> dict[str, Any]:
     loan = db.insert("loans", {
         "id": db.next_id("loans", "L-"), "member_id": member_id, "book_id": book_id,
         "checked_out": today.isoformat(), "due": (today + timedelta(days=LOAN_DAYS)).isoformat(),
-        "returned": None, "fine": 0, "recorded_at": time.time(),
+        "returned": None, "fine": 0, "recorded_at": db.wall_clock(),
     })
     db.update("books", book_id, status="on_loan")
     return {"loan": loan}

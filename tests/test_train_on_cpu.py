@@ -2,7 +2,7 @@
 trainer/verl/cpu/): the launch a cluster uses (scripts/run_train.sh -> trainer.verl.launch ->
 verl.trainer.main_ppo, patches applied), a local Ray, a random tiny Qwen3 built on the spot.
 
-The engine tests share one smoke (2 steps, then a second launch to step 3): ~30 minutes on 2
+The engine tests share one smoke (2 steps, then a second launch to step 3): ~11 minutes on 2
 cores, so they run when asked (`TBT_CPU_SMOKE=1`, which CI's engine step sets);
 `TBT_CPU_SMOKE_RUN=DIR` re-checks a finished run in DIR (DIR/checkpoints, DIR/smoke, DIR/probe.jsonl,
 DIR/metrics_first.jsonl, DIR/metrics_resume.jsonl) instead.
@@ -48,7 +48,7 @@ def metrics(path: Path) -> dict[int, dict]:
 def run(tmp_path_factory) -> dict:
     given = os.environ.get("TBT_CPU_SMOKE_RUN")
     if not given and os.environ.get("TBT_CPU_SMOKE") != "1":
-        pytest.skip("the CPU training smoke (~30 min on 2 cores) runs only with TBT_CPU_SMOKE=1 "
+        pytest.skip("the CPU training smoke (~11 min on 2 cores) runs only with TBT_CPU_SMOKE=1 "
                     "(or TBT_CPU_SMOKE_RUN=DIR to re-check a finished run)")
     work = Path(given) if given else tmp_path_factory.mktemp("cpu_smoke")
     if not given:

@@ -3,7 +3,7 @@
 verl.experimental.fully_async_policy.fully_async_main, one rollout slot and one trainer slot,
 weights through trainer/verl/cpu/checkpoint_engine.py, 2 updates of 2 groups of 8).
 
-One run is shared by the engine tests (~10 min on 2 cores), so they run when asked
+One run is shared by the engine tests (~8 min on 2 cores), so they run when asked
 (`TBT_CPU_SMOKE=1`, which CI's engine step sets); `TBT_CPU_ASYNC_RUN=DIR` re-checks a finished
 run in DIR (DIR/checkpoints, DIR/run.log) instead:
 
@@ -15,13 +15,10 @@ run in DIR (DIR/checkpoints, DIR/run.log) instead:
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-from pathlib import Path
 
 import pytest
 
-from test_train_on_cpu import ENV, ROOT
+from test_train_on_cpu import smoke, smoke_work
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(3000)]
 UPDATES, GROUPS, N = 2, 2, 8  # cpu_smoke_async.yaml: rollout.total_rollout_steps 4, 2 groups an update, rollout.n 8
@@ -30,17 +27,9 @@ STALENESS = 1.0  # async_training.staleness_threshold
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> dict:
-    given = os.environ.get("TBT_CPU_ASYNC_RUN")
-    if not given and os.environ.get("TBT_CPU_SMOKE") != "1":
-        pytest.skip("the fully-async CPU smoke (~10 min on 2 cores) runs only with TBT_CPU_SMOKE=1 "
-                    "(or TBT_CPU_ASYNC_RUN=DIR to re-check a finished run)")
-    work = Path(given) if given else tmp_path_factory.mktemp("cpu_async")
-    if not given:
-        env = {**ENV, "CONFIG": "configs/cpu_smoke_async.yaml", "SMOKE_DIR": str(work / "smoke"),
-               "CKPT_DIR": str(work / "checkpoints")}
-        with open(work / "run.log", "w") as f:
-            rc = subprocess.call(["nice", "-n", "10", "./scripts/run_train.sh"], cwd=ROOT, env=env, stdout=f,
-                                 stderr=subprocess.STDOUT, timeout=2400)
+    work, fresh = smoke_work(tmp_path_factory, "TBT_CPU_ASYNC_RUN", "the fully-async CPU smoke (~8 min on 2 cores)")
+    if fresh:
+        rc = smoke(work, config="configs/cpu_smoke_async.yaml")
         assert rc == 0, (work / "run.log").read_text()[-6000:]
     ckpt = work / "checkpoints"
     recs = [json.loads(x) for p in sorted((ckpt / "records").glob("step_*.jsonl"))

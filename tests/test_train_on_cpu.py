@@ -27,12 +27,24 @@ ENV = {k: v for k, v in os.environ.items()
                             "RAY_ADDRESS", "SMOKE_"))}
 
 
-def smoke(work: Path, *args: str, log: str = "run.log") -> int:
-    env = {**ENV, "CONFIG": "configs/cpu_smoke.yaml", "SMOKE_DIR": str(work / "smoke"),
-           "CKPT_DIR": str(work / "checkpoints"), "TBT_CPU_PROBE_FILE": str(work / "probe.jsonl")}
+def smoke(work: Path, *args: str, log: str = "run.log", config: str = "configs/cpu_smoke.yaml") -> int:
+    """scripts/run_train.sh of `config` with its model, pool and checkpoints under `work` (and, for
+    the synchronous smoke, the engine's probe log-probs after each sync in work/probe.jsonl)."""
+    env = {**ENV, "CONFIG": config, "SMOKE_DIR": str(work / "smoke"), "CKPT_DIR": str(work / "checkpoints")}
+    if config == "configs/cpu_smoke.yaml":
+        env["TBT_CPU_PROBE_FILE"] = str(work / "probe.jsonl")
     with open(work / log, "w") as f:
         return subprocess.call(["nice", "-n", "10", "./scripts/run_train.sh", *args], cwd=ROOT, env=env, stdout=f,
                                stderr=subprocess.STDOUT, timeout=1500)
+
+
+def smoke_work(tmp_path_factory, recheck_var: str, what: str) -> tuple[Path, bool]:
+    """Where a shared smoke is: the finished run `recheck_var` names (re-checked, not run again),
+    else a new directory to run it in (TBT_CPU_SMOKE=1), else the engine tests are skipped."""
+    given = os.environ.get(recheck_var)
+    if not given and os.environ.get("TBT_CPU_SMOKE") != "1":
+        pytest.skip(f"{what} runs only with TBT_CPU_SMOKE=1 (or {recheck_var}=DIR to re-check a finished run)")
+    return (Path(given), False) if given else (tmp_path_factory.mktemp("cpu_smoke"), True)
 
 
 def metrics(path: Path) -> dict[int, dict]:
@@ -46,12 +58,8 @@ def metrics(path: Path) -> dict[int, dict]:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> dict:
-    given = os.environ.get("TBT_CPU_SMOKE_RUN")
-    if not given and os.environ.get("TBT_CPU_SMOKE") != "1":
-        pytest.skip("the CPU training smoke (~11 min on 2 cores) runs only with TBT_CPU_SMOKE=1 "
-                    "(or TBT_CPU_SMOKE_RUN=DIR to re-check a finished run)")
-    work = Path(given) if given else tmp_path_factory.mktemp("cpu_smoke")
-    if not given:
+    work, fresh = smoke_work(tmp_path_factory, "TBT_CPU_SMOKE_RUN", "the CPU training smoke (~11 min on 2 cores)")
+    if fresh:
         assert smoke(work) == 0, (work / "run.log").read_text()[-6000:]
         (work / "metrics_first.jsonl").write_bytes((work / "checkpoints" / "metrics.jsonl").read_bytes())
         assert smoke(work, "trainer.total_training_steps=3", log="resume.log") == 0, (work / "resume.log").read_text()[-6000:]

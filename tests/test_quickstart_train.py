@@ -1,7 +1,7 @@
 """`tbt quickstart --train` (trainer/verl/quickstart_train.py): the learning loop's stages run the real
 commands in order, each with its log; a failing stage stops the run with its exit code and the
 end of its log; a rerun keeps what is done. The whole loop (warm start, evaluations, one GRPO step
-through verl's trainer, merge, compare, report: ~28 min on 2 cores) runs with TBT_CPU_SMOKE=1."""
+through verl's trainer, merge, compare, report: ~20 min on 2 cores) runs with TBT_CPU_SMOKE=1."""
 
 import json
 import os
@@ -45,7 +45,7 @@ def test_json_without_train_is_refused_before_anything_runs(tmp_path):
 @pytest.fixture(scope="module")
 def loop(tmp_path_factory):
     if os.environ.get("TBT_CPU_SMOKE") != "1":
-        pytest.skip("the whole loop on CPU (~28 min on 2 cores) runs only with TBT_CPU_SMOKE=1")
+        pytest.skip("the whole loop on CPU (~20 min on 2 cores) runs only with TBT_CPU_SMOKE=1")
     out = tmp_path_factory.mktemp("qs")
     # `tbt quickstart --n 2 --train --steps 1 --k 4`, its help example, as shown (plus where and how it reports)
     args = ["quickstart", "--n", "2", "--train", "--steps", "1", "--k", "4", "--out-dir", str(out), "--json", "--no-progress"]

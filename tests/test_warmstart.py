@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from pathlib import Path
 
@@ -164,8 +165,7 @@ def test_the_golden_replay_pins_the_wall_clock_so_a_rerun_trains_on_the_same_tok
     fixed clock (2025-03-03T09:00:00Z)."""
     from datetime import datetime, timezone
 
-    from trainer.domains.kit import WALL_CLOCK_ENV
-    from trainer.warmstart_cli import pinned_wall_clock
+    from trainer.domains.kit import WALL_CLOCK_ENV, pinned_wall_clock
 
     monkeypatch.delenv(WALL_CLOCK_ENV, raising=False)
     uid = "toy_loans.py:test_checkout_book"
@@ -185,7 +185,7 @@ def test_the_golden_replay_pins_the_wall_clock_so_a_rerun_trains_on_the_same_tok
         pinned_b = play("pinned-b")
     assert pinned_a == pinned_b
     assert set(pinned_a[1]) == {datetime(2025, 3, 3, 9, tzinfo=timezone.utc).timestamp()}
-    assert WALL_CLOCK_ENV not in __import__("os").environ  # restored after the golden play
+    assert WALL_CLOCK_ENV not in os.environ  # restored after the golden play
     monkeypatch.setenv(WALL_CLOCK_ENV, "12.5")  # the caller's own pin is kept
     with pinned_wall_clock():
         assert set(play("caller")[1]) == {12.5}

@@ -6,13 +6,11 @@ input (a path, an option, a dataset error), one message on stderr.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import shutil
 import time
 from pathlib import Path
-from typing import Annotated, Iterator, Optional
+from typing import Annotated, Optional
 
 import typer
 
@@ -20,23 +18,6 @@ from trainer.run_cli import FamilyOpt, ProgressOpt, SkipInvalidOpt, SpecOptions,
 
 GOLDEN = "golden.jsonl"  # the golden episodes' records, inside the output directory
 BASE = "base"  # the tiny base model built when --base is not given, inside the output directory
-
-
-@contextlib.contextmanager
-def pinned_wall_clock() -> Iterator[None]:
-    """Our domains' wall-clock fields (the toy loans' `recorded_at`) stamped with each session's
-    fixed clock while the golden episodes play: their tool results, and so the trained tokens, are
-    the same on every run. A `TBT_WALL_CLOCK` the caller set is kept."""
-    from trainer.domains.kit import WALL_CLOCK_ENV
-
-    if os.environ.get(WALL_CLOCK_ENV):
-        yield
-        return
-    os.environ[WALL_CLOCK_ENV] = "session"
-    try:
-        yield
-    finally:
-        os.environ.pop(WALL_CLOCK_ENV, None)
 
 
 def warm_start_command(
@@ -116,6 +97,8 @@ def warm_start_command(
     golden = output / GOLDEN
     t0 = time.perf_counter()
     spec = SpecOptions(dataset, ws.golden_policy(base.resolve()), test_list, family=family).to_spec()
+    from trainer.domains.kit import pinned_wall_clock
+
     with pinned_wall_clock():
         result = play(spec, RunPlan(output=golden, repeat=1, seed=seed, progress=progress, skip_invalid=skip_invalid))
     report(result, 1, golden)

@@ -39,6 +39,7 @@ docs/sandbox.md).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -48,7 +49,7 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import jsonschema
 from mcp.server.mcpserver import MCPServer
@@ -82,6 +83,21 @@ def parse_date(text: str, what: str) -> date:
 
 
 WALL_CLOCK_ENV = "TBT_WALL_CLOCK"  # pins Session.wall_clock() (epoch seconds, or "session")
+
+
+@contextlib.contextmanager
+def pinned_wall_clock() -> Iterator[None]:
+    """Inside the block, our domains' wall-clock fields (the toy loans' `recorded_at`) are stamped
+    with each session's fixed clock (`tbt warm-start`'s golden episodes: the same tool results,
+    so the same trained tokens, on every run). A `TBT_WALL_CLOCK` the caller set is kept."""
+    if os.environ.get(WALL_CLOCK_ENV):
+        yield
+        return
+    os.environ[WALL_CLOCK_ENV] = "session"
+    try:
+        yield
+    finally:
+        os.environ.pop(WALL_CLOCK_ENV, None)
 
 
 def now_stamp(db: Session) -> str:

@@ -401,6 +401,8 @@ def test_the_weight_versions_of_an_episodes_tokens_reach_verls_batch():
     out = run(agent_loop(server).run(dict(SAMPLING), **row(WRITE_TASK), global_steps=4))
     assert len(server.calls) >= 3
     assert (out.extra_fields["min_global_steps"], out.extra_fields["max_global_steps"]) == (3, 4)
+    # the record keeps each generation's versions, in order
+    assert out.extra_fields["tb_record"]["tokens"]["weight_versions"] == [[3, 3], [3, 3]] + [[4, 4]] * (len(server.calls) - 2)
     worker = dummy_worker()
     internal = run(AgentLoopWorker._agent_loop_postprocess(worker, out, False, **row(WRITE_TASK)))
     batch = AgentLoopWorker._postprocess(worker, inputs=[internal], input_non_tensor_batch={
@@ -408,8 +410,10 @@ def test_the_weight_versions_of_an_episodes_tokens_reach_verls_batch():
     assert batch.non_tensor_batch["min_global_steps"].tolist() == [3]
     assert batch.non_tensor_batch["max_global_steps"].tolist() == [4]
     # a server that stamps nothing: the episode is put at the weights being served (step - 1)
-    plain = run(agent_loop(SyntheticServer(p=1.0, seed=3)).run(dict(SAMPLING), **row(WRITE_TASK), global_steps=5))
+    unstamped = SyntheticServer(p=1.0, seed=3)
+    plain = run(agent_loop(unstamped).run(dict(SAMPLING), **row(WRITE_TASK), global_steps=5))
     assert (plain.extra_fields["min_global_steps"], plain.extra_fields["max_global_steps"]) == (4, 4)
+    assert plain.extra_fields["tb_record"]["tokens"]["weight_versions"] == [None] * len(unstamped.calls)
 
 
 # ---------------------------------------------------------------- under verl's fully-async trainer (issue 29)
@@ -557,6 +561,8 @@ def test_a_turn_cut_by_a_weight_sync_resumes_on_the_new_weights_with_its_sandbox
     assert rec["end_reason"] == "done" and out.reward_score == 1.0 and rec["system_error"] is None
     assert out.extra_fields["reward_extra_info"]["system_error_reruns"] == 0
     assert (out.extra_fields["min_global_steps"], out.extra_fields["max_global_steps"]) == (3, 4)
+    # the record's versions per model turn: the 4th began on version 3 and ended on 4, the 5th on 4
+    assert rec["tokens"]["weight_versions"] == [[3, 3], [3, 3], [3, 3], [3, 4], [4, 4]]
     # each cut turn is one generated span: the write's first half at version 3, the rest at version 4
     spans = generated_runs(rec["tokens"])
     assert len(spans) == 5

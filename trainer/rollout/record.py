@@ -26,7 +26,11 @@ Version 1 fields (`EpisodeRecord`; every field is written, absent values are nul
                   `content` as the agent saw it). Assistant text a tool showed the user directly
                   is an assistant message with `"direct": true`.
     tokens        training path only: {"prompt_ids", "response_ids", "response_mask" (1: the
-                  model's), "logprobs" (one per response id, null where not the model's)}; the
+                  model's), "logprobs" (one per response id, null where not the model's),
+                  "weight_versions" (verl's agent loop: the [first, last] weight version, verl's
+                  `global_steps`, each generation call came from, in order; two differ where a
+                  weight sync cut the turn and it resumed on the new weights; null where the
+                  server stamps none)}; the
                   OpenAI path keeps {"prompt_ids", "response_ids"} per turn in `turns` when the
                   server returns them
     tool_calls    [{"name", "arguments", "result", "problem"?, "seconds"}] in call order

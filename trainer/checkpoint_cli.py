@@ -69,17 +69,24 @@ def merge_command(
                                             "(loading needs about 2 bytes of RAM per parameter).")] = False,
     python: Annotated[Optional[str], typer.Option("--python", help="Interpreter with verl for the merger "
                                                   "(default: this one).")] = None,
+    full_precision: Annotated[bool, typer.Option("--full-precision", help="Copy the step's Hugging Face model as "
+                                                 "trained (float32 here), which verl saves beside the shards when "
+                                                 "actor.checkpoint.save_contents has hf_model, instead of running "
+                                                 "verl's merger (which casts to bfloat16).")] = False,
 ) -> None:
     """Merge one step's actor shards into a Hugging Face model with verl's own merger
     (`python -m verl.model_merger merge --backend fsdp --local_dir DIR/global_step_N/actor
     --target_dir TARGET`, run in this interpreter), after checking the step is complete; then
     check the merged model: config.json matching the checkpoint's, weights, tokenizer files, a
     chat template that renders, and the weights load into AutoModelForCausalLM on CPU with no key
-    missing or misshapen. The merged weights are bfloat16 (verl's merger casts them).
+    missing or misshapen. The merged weights are bfloat16 (verl's merger casts them); with
+    --full-precision they are the step's own (a small model's GRPO update can be smaller than
+    bfloat16's rounding: evaluate such a model as trained).
 
     \b
-    Example:
+    Examples:
       tbt checkpoint merge tests/fixtures/checkpoints/tiny --step 2 --target merged-step2
+      tbt checkpoint merge tests/fixtures/checkpoints/tiny --step 2 --target merged-fp32 --full-precision
     """
     root, step = _root(directory, step)
     if step is None:
@@ -104,12 +111,21 @@ def merge_command(
             typer.echo(f"  {p}", err=True)
         raise typer.Exit(1)
     actor_dir = root / f"global_step_{step}" / "actor"
-    cmd = ck.merger_command(actor_dir, target, python)
-    typer.echo(f"merging global_step_{step} ({actor.world_size} rank(s)): {' '.join(cmd)}", err=True)
-    code = ck.run_merger(cmd, lambda line: typer.echo(f"  | {line}", err=True))
-    if code != 0:
-        typer.echo(f"error: the merger failed (exit {code}); its output is above", err=True)
-        raise typer.Exit(1)
+    if full_precision:
+        try:
+            dtype = ck.copy_saved_hf(actor_dir, target)
+        except ck.NoSavedWeights as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(1)
+        typer.echo(f"copied global_step_{step}'s saved Hugging Face model ({dtype} weights, as trained): "
+                   f"{actor_dir / 'huggingface'} -> {target}", err=True)
+    else:
+        cmd = ck.merger_command(actor_dir, target, python)
+        typer.echo(f"merging global_step_{step} ({actor.world_size} rank(s)): {' '.join(cmd)}", err=True)
+        code = ck.run_merger(cmd, lambda line: typer.echo(f"  | {line}", err=True))
+        if code != 0:
+            typer.echo(f"error: the merger failed (exit {code}); its output is above", err=True)
+            raise typer.Exit(1)
     merged = ck.check_merged_model(target, expect_config=actor_dir / "huggingface" / "config.json", load=not skip_load)
     for p in merged.problems:
         typer.echo(f"error: {p}", err=True)

@@ -24,7 +24,8 @@ huggingface/ has a config with an architecture and a tokenizer, and data.pt is t
 (trainer.nnodes x trainer.n_gpus_per_node).
 
 Nothing here imports torch, transformers or verl at module import: verifying reads file names,
-sizes and archive trailers; merging runs verl's merger in a subprocess; only the check of a merged
+sizes and archive trailers; merging runs verl's merger in a subprocess (or copies the float32 model
+verl saved beside the shards: `copy_saved_hf`); only the check of a merged
 model's weights imports transformers (and loads the model on CPU).
 """
 
@@ -368,6 +369,45 @@ def run_merger(cmd: list[str], echo: Callable[[str], None], env: dict[str, str] 
             if line.strip():
                 echo(line)
         return proc.wait()
+
+
+SAFETENSORS_DTYPES = {"F32": "float32", "BF16": "bfloat16", "F16": "float16", "F64": "float64"}
+
+
+class NoSavedWeights(ValueError):
+    """A step whose huggingface/ folder holds no weights (saved without hf_model)."""
+
+
+def copy_saved_hf(actor_dir: Path, target: Path) -> str:
+    """Copy the Hugging Face model verl's checkpoint manager saved beside a step's shards
+    (`actor_dir/huggingface`, weights included when the run sets `actor.checkpoint.save_contents`
+    with `hf_model`) into `target`, the weights as trained (no cast); config.json's `dtype` is set
+    to the saved tensors' (verl builds that model in bfloat16 and fills it with the full-precision
+    state). Returns that dtype; `NoSavedWeights` when the folder has no safetensors weights."""
+    import shutil
+
+    from safetensors import safe_open
+
+    hf = Path(actor_dir) / "huggingface"
+    files = sorted(hf.glob("*.safetensors"))
+    if not files:
+        raise NoSavedWeights(f"{hf}: no weights (*.safetensors): the step was saved without hf_model; set "
+                             "actor_rollout_ref.actor.checkpoint.save_contents to [model, optimizer, extra, hf_model]")
+    dtypes = set()
+    for f in files:
+        with safe_open(str(f), "pt") as st:
+            dtypes |= {st.get_slice(k).get_dtype() for k in st.keys()}
+    names = {SAFETENSORS_DTYPES.get(d, d.lower()) for d in dtypes}
+    target.mkdir(parents=True, exist_ok=True)
+    for f in hf.iterdir():
+        if f.is_file():
+            shutil.copy2(f, target / f.name)
+    dtype = names.pop() if len(names) == 1 else "float32"
+    config = json.loads((target / "config.json").read_text())
+    config["dtype"] = dtype
+    config.pop("torch_dtype", None)
+    (target / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    return dtype
 
 
 def has_chat_template(folder: Path) -> bool:

@@ -6,12 +6,15 @@ docs/training.md shows, run in order, resumable, with progress:
                 also the probes whose Jeffreys bands pick the tasks GRPO trains on
 3. GRPO         `scripts/run_train.sh` with configs/laptop_grpo.yaml: verl's trainer, N steps
                 (OUT/checkpoints, its metrics.jsonl the reward per step)
-4. merge        `tbt checkpoint merge` of the last step (OUT/trained)
+4. merge        `tbt checkpoint merge --full-precision` of the last step (OUT/trained)
 5. trained eval `tbt eval` of it, as the base (OUT/trained.jsonl, OUT/trained.agg.json)
 6. compare      `tbt compare --json` and `tbt report --training` (OUT/report.html)
 
-Both evaluations play bfloat16 weights (verl's merger writes bfloat16; the base is rounded the same
-way, OUT/base-model) computed in float32: the change is training's, not a rounding's. A stage whose
+Both evaluations play the float32 weights the rollouts played: the warm start as written, and the
+trained step as verl's checkpoint manager saved it beside the shards (configs/laptop_grpo.yaml
+saves `hf_model`). Not verl's merger: it casts to bfloat16, and a few GRPO steps move this tiny
+model's weights by less than bfloat16's rounding (after 4 steps at lr 5e-4 the rounding error's
+norm was 3.5x the update's), so a bfloat16 comparison measures the rounding. A stage whose
 output is complete is kept on a rerun (the evaluations resume their records); a failing stage
 stops the run with its exit code and the tail of its log (OUT/logs/STAGE.log).
 """
@@ -114,16 +117,6 @@ class Runner:
         self.say(f"[{i}/6] {name}: kept {what} (remove it to redo this stage)")
 
 
-def bf16_copy(src: Path, dst: Path) -> None:
-    """`src`'s checkpoint with bfloat16 weights (as verl's merger writes a trained one)."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    model = AutoModelForCausalLM.from_pretrained(str(src), dtype=torch.bfloat16, local_files_only=True)
-    model.save_pretrained(str(dst))
-    AutoTokenizer.from_pretrained(str(src), local_files_only=True).save_pretrained(str(dst))
-
-
 def train_loop(plan: TrainPlan, say: Callable[[str], None]) -> dict[str, Any]:
     """The six stages (module docstring); the summary of the comparison."""
     out = plan.out.resolve()
@@ -132,7 +125,7 @@ def train_loop(plan: TrainPlan, say: Callable[[str], None]) -> dict[str, Any]:
     run = Runner(plan, say)
     n_tasks = sum(1 for line in plan.test_list.read_text(encoding="utf-8").splitlines() if line.strip().startswith("- "))
     episodes = n_tasks * plan.k
-    warm, base_model, trained = out / "warm", out / "base-model", out / "trained"
+    warm, trained = out / "warm", out / "trained"
     ckpt = out / "checkpoints"
     metrics = ckpt / "metrics.jsonl"
 
@@ -141,10 +134,6 @@ def train_loop(plan: TrainPlan, say: Callable[[str], None]) -> dict[str, Any]:
     else:
         run.stage(1, "warm start", tbt("warm-start", plan.dataset, "--test-list", plan.test_list, "-o", warm,
                                        "--epochs", plan.epochs, "--lr", plan.warm_lr, "--seed", plan.seed, "--no-progress"))
-    if not (base_model / "config.json").is_file():  # in a process of its own: torch's memory is not held through GRPO
-        subprocess.run([sys.executable, "-c", "import sys; from trainer.verl.quickstart_train import bf16_copy; "
-                        "from pathlib import Path; bf16_copy(Path(sys.argv[1]), Path(sys.argv[2]))", warm, base_model],
-                       cwd=ROOT, check=True)
 
     def evaluate(i: int, name: str, model: Path, label: str) -> Path:
         agg = out / f"{label}.agg.json"
@@ -156,7 +145,7 @@ def train_loop(plan: TrainPlan, say: Callable[[str], None]) -> dict[str, Any]:
                   watch=lambda: f"{min(_records(records), episodes)}/{episodes} episodes")
         return agg
 
-    base_agg = evaluate(2, "base evaluation", base_model, "base")
+    base_agg = evaluate(2, "base evaluation", warm, "base")
     probes = out / "probes.jsonl"
     probes.write_bytes((out / "base.jsonl").read_bytes())  # the prepare step bands these (configs/laptop_grpo.yaml)
 
@@ -171,7 +160,7 @@ def train_loop(plan: TrainPlan, say: Callable[[str], None]) -> dict[str, Any]:
     if (trained / "config.json").is_file():
         run.kept(4, "merge", trained)
     else:
-        run.stage(4, "merge", tbt("checkpoint", "merge", ckpt, "--step", plan.steps, "--target", trained))
+        run.stage(4, "merge", tbt("checkpoint", "merge", ckpt, "--step", plan.steps, "--target", trained, "--full-precision"))
     cand_agg = evaluate(5, "trained evaluation", trained, "trained")
 
     say(f"[6/6] compare: tbt compare {base_agg} {cand_agg} --json")

@@ -32,7 +32,7 @@ def run(tmp_path_factory) -> dict:
         rc = smoke(work, config="configs/cpu_smoke_async.yaml")
         assert rc == 0, (work / "run.log").read_text()[-6000:]
     ckpt = work / "checkpoints"
-    recs = [json.loads(x) for p in sorted((ckpt / "records").glob("step_*.jsonl"))
+    recs = [{**json.loads(x), "_step": int(p.name[5:-6])} for p in sorted((ckpt / "records").glob("step_*.jsonl"))
             for x in p.read_text().splitlines() if x.strip()]
     rows = [json.loads(x) for x in (ckpt / "metrics.jsonl").read_text().splitlines() if x.strip()]
     # verl's fully-async trainer logs the rollouter's statistics once per weight version and the
@@ -86,6 +86,15 @@ def test_trained_samples_carry_their_weight_versions_and_the_staleness_bound_hol
     files = sorted(p.name for p in (run["ckpt"] / "records").glob("step_*.jsonl"))
     assert files and files[0] == "step_1.jsonl"
     assert all(1 <= int(f[5:-6]) <= UPDATES for f in files), files
+    # each record keeps the versions of its own turns: its first on the weights its file names,
+    # none older, none newer than the last update, and a turn spans at most one weight sync
+    for r in run["records"]:
+        versions = r["tokens"]["weight_versions"]
+        assert versions and None not in versions, versions
+        assert versions[0][0] == r["_step"] - 1, (r["_step"], versions)
+        flat = [v for turn in versions for v in turn]
+        assert flat == sorted(flat) and flat[-1] <= UPDATES, versions
+        assert all(hi - lo <= 1 for lo, hi in versions), versions
 
 
 def test_the_rollouts_are_corrected_against_the_trainers_log_probs(run):

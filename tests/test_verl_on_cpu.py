@@ -91,6 +91,22 @@ def run(coro):
 SAMPLING = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "repetition_penalty": 1.0, "logprobs": True}
 
 
+def test_seeded_requests_carry_a_seed_per_turn_drawn_from_the_episode_seed():
+    """thinkingbox.seed_requests: each turn's request carries its own seed, from the episode's
+    seed and the turn's index (two members differ, a rerun of a member is the same, every turn
+    differs); off (the default), no seed is sent and the engine samples as it does."""
+    def seeds(member: int, **tb: Any) -> list:
+        server = SyntheticServer(p=1.0, seed=3)
+        run(agent_loop(server, **tb).run(dict(SAMPLING), **row(WRITE_TASK), session_id=member, global_steps=1))
+        return [c["sampling_params"].get("seed") for c in server.calls]
+
+    a, again, other = seeds(0, seed_requests=True), seeds(0, seed_requests=True), seeds(1, seed_requests=True)
+    assert a == again and len(set(a)) == len(a) >= 3 and all(isinstance(s, int) and 0 <= s < 2**31 for s in a)
+    assert set(a).isdisjoint(other)
+    plain = seeds(0)
+    assert plain == [None] * len(plain)
+
+
 def test_one_sample_through_the_agent_loop_and_verls_postprocessing():
     server = SyntheticServer(p=1.0, seed=3)
     out = run(agent_loop(server).run(dict(SAMPLING), **row(WRITE_TASK)))

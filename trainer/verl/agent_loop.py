@@ -117,17 +117,25 @@ class PolicyVersions:
 ABORTED = ("aborted", "abort")  # verl's stop reasons of a generation cut by a weight sync
 
 
-def server_generate(server_manager: Any, sampling_params: dict[str, Any], versions: PolicyVersions | None = None):
+def server_generate(server_manager: Any, sampling_params: dict[str, Any], versions: PolicyVersions | None = None,
+                    *, seeded: bool = False):
     """A `TokenClientPolicy` generate function over verl's server manager (one request id per
     episode: a sticky session for the engine's prefix cache); each output's weight version goes to
-    `versions`. A turn that comes back `aborted` (a weight sync cut it and nothing resumed it:
-    verl's `FullyAsyncLLMServerClient` with `async_training.partial_rollout=false`) is not the
-    model's turn: `PolicyError`, a system error of the attempt (re-run, never scored)."""
+    `versions`. With `seeded` (thinkingbox.seed_requests) the n-th turn's request carries
+    `seed` = stable_seed("turn", episode seed, n) mod 2**31. A turn that comes back `aborted` (a
+    weight sync cut it and nothing resumed it: verl's `FullyAsyncLLMServerClient` with
+    `async_training.partial_rollout=false`) is not the model's turn: `PolicyError`, a system error
+    of the attempt (re-run, never scored)."""
     request_id = uuid.uuid4().hex
+    turns = 0
 
     async def generate(prompt_ids: list[int], max_tokens: int, seed: int) -> Generation:
-        out = await server_manager.generate(request_id, prompt_ids=list(prompt_ids),
-                                            sampling_params={**sampling_params, "max_tokens": max_tokens})
+        nonlocal turns
+        params = {**sampling_params, "max_tokens": max_tokens}
+        if seeded:
+            params["seed"] = stable_seed("turn", seed, turns) % 2**31
+        turns += 1
+        out = await server_manager.generate(request_id, prompt_ids=list(prompt_ids), sampling_params=params)
         if versions is not None:
             versions.see(getattr(out, "extra_fields", None))
         stop = getattr(out, "stop_reason", None)
@@ -206,7 +214,8 @@ class ThinkingBoxAgentLoop(AgentLoopBase):
 
         async def play(attempt: int) -> EpisodeRecord:
             versions[attempt] = PolicyVersions()
-            policy = TokenClientPolicy(server_generate(self.server_manager, sampling_params, versions[attempt]),
+            policy = TokenClientPolicy(server_generate(self.server_manager, sampling_params, versions[attempt],
+                                                       seeded=self.tb.seed_requests),
                                        self.tokenizer,
                                        name=self.model_name, family=self.tb.family,  # type: ignore[arg-type]
                                        thinking=self.tb.thinking, sampling=sampling)

@@ -70,6 +70,10 @@ class TBConfig:
     max_turn_tokens: int = field(default_factory=lambda: load_sampling().max_tokens)  # per model turn (sampling.yaml)
     records: bool = True  # write every episode's record (`records_dir`/step_<N>.jsonl)
     records_dir: str | None = None  # default: trainer.default_local_dir/records
+    # each model turn's request carries `sampling_params.seed` = stable_seed(episode seed, turn):
+    # rollouts that do not depend on the order the engine serves requests in, where it honors the
+    # seed (the CPU rollout; vLLM does, with per-request generators: a slower sampler)
+    seed_requests: bool = False
 
     @classmethod
     def from_trainer(cls, config: Mapping[str, Any] | Any) -> TBConfig:

@@ -9,7 +9,9 @@ Three pieces, each registered through verl's own extension points (trainer/verl/
   ... as the replica and the checkpoint manager call them. The log-probs are those of the sampled
   tokens under `log_softmax(logits / temperature)`, the distribution verl's actor scores them
   with (`rollout.calculate_log_probs`; equal to vLLM's at temperature 1.0, sampling.yaml's).
-  Requests run one at a time (a lock): it is a correctness engine, not a fast one.
+  Requests run one at a time (a lock): it is a correctness engine, not a fast one. A request
+  with `sampling_params.seed` draws from its own generator seeded with it (the same ids whatever
+  order requests come in); one without draws from the server's.
 - `HFCPUReplica` (`RolloutReplicaRegistry`, rollout.name=hf_cpu): launches one server per replica,
   named `hf_cpu_server_<replica>_0`, on the node of the replica's first trainer rank.
 - `HFServerAdapter` (verl's `_ROLLOUT_REGISTRY[("hf_cpu", "async")]`): the rollout object inside
@@ -102,9 +104,11 @@ class HFTokenServer:
     def _sample(self, prompt: list[int], max_tokens: int, p: dict[str, Any]) -> tuple[list[int], list[float], str]:
         """Sampling as vLLM applies it (temperature, top-k, top-p: trainer/rollout/hf_sample.py), with a
         KV cache; the log-prob of each sampled id under log_softmax(logits / temperature)."""
+        seed = p.get("seed")  # a request's own seed (thinkingbox.seed_requests): what it draws is its own
+        generator = self.generator if seed is None else torch.Generator().manual_seed(int(seed))
         turn = sample(self.model, prompt, max_tokens, temperature=float(p.get("temperature", 1.0)),
                       top_k=int(p.get("top_k", -1) or -1), top_p=float(p.get("top_p", 1.0)), stop_ids=sorted(self.eos),
-                      generator=self.generator)
+                      generator=generator)
         return turn.ids, turn.raw_logprobs, "completed"  # length-capped: vLLM's "length" is also "completed" to verl
 
     async def update_weights(self, state: dict[str, torch.Tensor], global_steps: Optional[int] = None) -> dict[str, Any]:

@@ -119,9 +119,9 @@ def quickstart_command(
         "(data/samples/lists/laptop.yaml), its evaluation (also its probes and bands), --steps GRPO steps through "
         "scripts/run_train.sh (configs/laptop_grpo.yaml), the trained step's evaluation, tbt compare and tbt report "
         "(OUT_DIR/train; docs/training.md, \"The whole loop on a laptop\")."))] = False,
-    steps: Annotated[int, typer.Option("--steps", min=1, help="GRPO steps of --train.")] = 6,
+    steps: Annotated[int, typer.Option("--steps", min=1, help="GRPO steps of --train.")] = 4,
     k: Annotated[int, typer.Option("--k", min=2, help="Attempts per task in --train's evaluations.")] = 8,
-    lr: Annotated[float, typer.Option("--lr", help="GRPO learning rate of --train.")] = 1e-3,
+    lr: Annotated[float, typer.Option("--lr", help="GRPO learning rate of --train.")] = 5e-4,
     as_json: Annotated[bool, typer.Option("--json", help=(
         "With --train: the last line is one JSON object (base_pass_at_1, trained_pass_at_1, delta_interval, steps, ...)."))] = False,
     progress: ProgressOpt = True,

@@ -10,7 +10,8 @@ temperature 0 is greedy (argmax of the raw logits).
 Why not `model.generate`: with a 151k-token vocabulary its top-p warper sorts the whole
 vocabulary and draws from it at every token (14 ms + 4 ms of the ~20 ms a token of a tiny model
 costs on a laptop's core). Here top-k comes first, so top-p sorts and the draw reads k values;
-without top-k the whole vocabulary is sorted, as there. The prompt's prefill computes the logits
+without top-k the whole vocabulary is sorted, as there (unless top-p is 1 too: then nothing is cut
+and the draw reads the softmax directly, no sort). The prompt's prefill computes the logits
 of its last position only (`logits_to_keep=1`).
 
 Each drawn token comes with two log-probs: `logprobs`, under the distribution it was drawn from
@@ -67,6 +68,11 @@ def sample(model: Any, prompt_ids: Sequence[int], max_tokens: int, *, temperatur
                 lp = float(torch.log_softmax(logits, -1)[tok])
                 turn.logprobs.append(lp)
                 turn.raw_logprobs.append(lp)
+            elif top_k <= 0 and top_p >= 1.0:  # the whole distribution: nothing to cut, no sort
+                lps = torch.log_softmax(logits / temperature, -1)
+                tok = int(torch.multinomial(lps.exp(), 1, generator=generator))
+                turn.logprobs.append(float(lps[tok]))
+                turn.raw_logprobs.append(float(lps[tok]))
             else:
                 scaled = logits / temperature
                 ids, values = keep(scaled, top_k, top_p)

@@ -46,11 +46,11 @@ class TrainPlan:
     out: Path
     dataset: Path = ROOT / "data" / "samples"
     test_list: Path = LAPTOP_LIST
-    steps: int = 6
+    steps: int = 4
     k: int = 8
     epochs: float = 48.0
     warm_lr: float = 3e-2
-    lr: float = 1e-3
+    lr: float = 5e-4
     seed: int = 0
     progress: bool = True
 

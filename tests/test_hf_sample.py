@@ -53,6 +53,23 @@ def test_the_draw_follows_the_kept_distribution():
     assert ((counts / n - p).abs() <= 4 * se + 1e-9).all(), (counts / n, p)
 
 
+def test_nothing_cut_draws_from_the_whole_softmax_with_its_logprobs():
+    """top_k off and top_p 1: the draw reads softmax(logits / T) directly (no sort); every token can
+    come, at its frequency, and both log-probs are log_softmax(logits / T) of the drawn token."""
+    scaled = torch.tensor([2.0, 1.5, 1.0, -1.0, -2.0, -3.0])
+    model = Constant(scaled * 0.5)  # temperature 0.5 gives back `scaled`
+    g = torch.Generator().manual_seed(1)
+    counts, lp = torch.zeros(6), torch.log_softmax(scaled, -1)
+    for _ in range(2000):
+        turn = sample(model, [0], 10, temperature=0.5, top_k=0, top_p=1.0, generator=g)
+        for tok, a, b in zip(turn.ids, turn.logprobs, turn.raw_logprobs):
+            counts[tok] += 1
+            assert a == b == pytest.approx(float(lp[tok]), abs=1e-6)
+    p, n = torch.softmax(scaled, -1), counts.sum()
+    assert (counts > 0).all()
+    assert ((counts / n - p).abs() <= 4 * (p * (1 - p) / n).sqrt() + 1e-9).all(), (counts / n, p)
+
+
 class Constant(torch.nn.Module):
     """A causal LM whose next-token logits are always `logits` (to test the draw alone)."""
 

@@ -19,6 +19,7 @@ from trainer.run_cli import (
     UserOpt, err, out,
     play, report
 )
+from trainer.verl.quickstart_train import TrainPlan  # stdlib only at import: the defaults of --train live there
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART_POLICY = "synthetic:dist=bimodal"
@@ -119,9 +120,9 @@ def quickstart_command(
         "(data/samples/lists/laptop.yaml), its evaluation (also its probes and bands), --steps GRPO steps through "
         "scripts/run_train.sh (configs/laptop_grpo.yaml), the trained step's evaluation, tbt compare and tbt report "
         "(OUT_DIR/train; docs/training.md, \"The whole loop on a laptop\")."))] = False,
-    steps: Annotated[int, typer.Option("--steps", min=1, help="GRPO steps of --train.")] = 4,
-    k: Annotated[int, typer.Option("--k", min=2, help="Attempts per task in --train's evaluations.")] = 8,
-    lr: Annotated[float, typer.Option("--lr", help="GRPO learning rate of --train.")] = 5e-4,
+    steps: Annotated[int, typer.Option("--steps", min=1, help="GRPO steps of --train.")] = TrainPlan.steps,
+    k: Annotated[int, typer.Option("--k", min=2, help="Attempts per task in --train's evaluations.")] = TrainPlan.k,
+    lr: Annotated[float, typer.Option("--lr", help="GRPO learning rate of --train.")] = TrainPlan.lr,
     as_json: Annotated[bool, typer.Option("--json", help=(
         "With --train: the last line is one JSON object (base_pass_at_1, trained_pass_at_1, delta_interval, steps, ...)."))] = False,
     progress: ProgressOpt = True,
@@ -132,7 +133,7 @@ def quickstart_command(
     data/prepare_data.py into OUT_DIR/prepared (train.yaml, test.yaml, bands.csv, bands.png, ...),
     prints the band histogram and what to run next. Rerunning resumes.
 
-    With --train, then the whole learning loop on this CPU (about 40 min on 2 cores; 19 with --steps 1 --k 4): warm
+    With --train, then the whole learning loop on this CPU (about 25 min on 2 cores; 19 with --steps 1 --k 4): warm
     start, base evaluation, GRPO, merge, trained evaluation, compare and report, each stage's
     command and log shown; a rerun keeps the stages already done.
 
@@ -201,7 +202,7 @@ def quickstart_command(
 
 
 def _train(out_dir: Path, *, steps: int, k: int, lr: float, as_json: bool, progress: bool) -> None:
-    from trainer.verl.quickstart_train import StageError, TrainPlan, train_loop
+    from trainer.verl.quickstart_train import StageError, train_loop
 
     def say(line: str) -> None:
         err.print(line, markup=False, highlight=False)

@@ -113,3 +113,32 @@ def test_logprobs_of_a_sampled_turn_are_its_distributions_and_a_seed_repeats_it(
         ref = warped(logits[i], 20, 0.9)
         assert turn.logprobs[i] == pytest.approx(float(torch.log_softmax(ref, -1)[tok]), abs=1e-4)
         assert turn.raw_logprobs[i] == pytest.approx(float(torch.log_softmax(logits[i], -1)[tok]), abs=1e-4)
+
+
+def test_the_same_seed_draws_the_same_token_where_two_distributions_differ_little():
+    """The noise belongs to the token id (an exponential race, as vLLM's sampler): two nearly tied
+    tokens that swap places between two models change the draw for a few seeds, not for all of
+    them, as a draw by rank would (the 1st token for u < p1, whichever token is 1st)."""
+    a = torch.tensor([0.0, 0.02, -3.0, -4.0])  # token 1 a little more likely than token 0
+    b = torch.tensor([0.02, 0.0, -3.0, -4.0])  # the two swapped
+    model_a, model_b = Constant(a), Constant(b)
+    changed, picked0 = 0, 0
+    for seed in range(400):
+        x = sample(model_a, [0], 1, top_k=3, top_p=1.0, generator=torch.Generator().manual_seed(seed)).ids[0]
+        y = sample(model_b, [0], 1, top_k=3, top_p=1.0, generator=torch.Generator().manual_seed(seed)).ids[0]
+        changed += x != y
+        picked0 += x == 0
+    assert changed <= 0.05 * 400, changed  # the probabilities moved by ~0.005 each
+    assert 0.35 * 400 < picked0 < 0.6 * 400  # and each model still draws both at their rates
+
+
+def test_the_race_is_the_categorical_distribution_of_any_slice_of_the_vocabulary():
+    from trainer.rollout.hf_sample import race
+
+    ids, values = torch.tensor([7, 3, 150000]), torch.tensor([1.0, 0.0, -1.0])
+    g = torch.Generator().manual_seed(5)
+    counts = torch.zeros(3)
+    for _ in range(6000):
+        counts[race(ids, values, g)] += 1
+    p = torch.softmax(values, -1)
+    assert ((counts / 6000 - p).abs() <= 4 * (p * (1 - p) / 6000).sqrt()).all(), counts

@@ -4,7 +4,14 @@ turns (trainer/rollout/hf_policy.py) and the CPU rollout engine's (trainer/verl/
 `sample(model, prompt_ids, max_tokens, ...)` draws one turn the way vLLM's sampler does:
 logits / temperature, then top-k, then top-p over the top-k renormalized distribution (a token
 is dropped when the probability mass of the tokens less likely than it, itself included, is at
-most 1 - top_p; the most likely token is always kept), a categorical draw from what is left.
+most 1 - top_p; the most likely token is always kept), a categorical draw from what is left, as vLLM draws it: an
+exponential race over the vocabulary (vLLM's `random_sample`: argmax of p / E with one exponential
+E per token id; here the same race in its Gumbel-max form, argmax of log p + G). The noise belongs to
+the token id, not to its rank, so two models sampled with the same seed draw the same token
+wherever their distributions differ little: a paired evaluation (base and trained played with the
+same seeds) then compares like with like. A draw by rank (the k-th most likely token for the k-th
+slice of [0, 1)) turns the swap of two nearly tied tokens into a different token for every seed: a
+task whose first step is a 50/50 choice read 8 of 8 for one model and 0 of 8 for the other.
 temperature 0 is greedy (argmax of the raw logits).
 
 Why not `model.generate`: with a 151k-token vocabulary its top-p warper sorts the whole
@@ -17,7 +24,8 @@ of its last position only (`logits_to_keep=1`).
 Each drawn token comes with two log-probs: `logprobs`, under the distribution it was drawn from
 (top-k and top-p renormalized: transformers' `output_scores`), and `raw_logprobs`, under
 log_softmax(logits / temperature) (vLLM's default `logprobs`); greedy gives log_softmax(logits)
-for both. The draw reads only `generator`, so a seeded generator gives the same ids every time.
+for both. The draw reads only `generator` (one 62-bit key a token; the token ids' noise is
+splitmix64 of key and id), so a seeded generator gives the same ids every time.
 """
 
 from __future__ import annotations
@@ -53,6 +61,23 @@ def keep(scaled: Any, top_k: int, top_p: float) -> tuple[Any, Any]:
     return ids, values
 
 
+def race(ids: Any, values: Any, generator: Any = None) -> int:
+    """Index into `ids` of the token drawn from softmax(`values`): Gumbel-max with noise keyed by
+    token id (`module docstring`), one key drawn from `generator` (torch's global one when None)."""
+    import numpy as np
+    import torch
+
+    key = np.uint64(int(torch.randint(0, 2**62, (1,), generator=generator)))
+    with np.errstate(over="ignore"):
+        x = ids.numpy().astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) + key
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        x = x ^ (x >> np.uint64(31))
+    u = ((x >> np.uint64(11)).astype(np.float64) + 0.5) * 2.0**-53  # in (0, 1)
+    gumbel = torch.from_numpy(-np.log(-np.log(u)))
+    return int(torch.argmax(values.double() + gumbel))
+
+
 def sample(model: Any, prompt_ids: Sequence[int], max_tokens: int, *, temperature: float = 1.0, top_k: int = 0,
            top_p: float = 1.0, stop_ids: Sequence[int] = (), generator: Any = None) -> Turn:
     import torch
@@ -70,14 +95,13 @@ def sample(model: Any, prompt_ids: Sequence[int], max_tokens: int, *, temperatur
                 turn.raw_logprobs.append(lp)
             elif top_k <= 0 and top_p >= 1.0:  # the whole distribution: nothing to cut, no sort
                 lps = torch.log_softmax(logits / temperature, -1)
-                tok = int(torch.multinomial(lps.exp(), 1, generator=generator))
+                tok = race(torch.arange(lps.numel()), lps, generator)
                 turn.logprobs.append(float(lps[tok]))
                 turn.raw_logprobs.append(float(lps[tok]))
             else:
                 scaled = logits / temperature
                 ids, values = keep(scaled, top_k, top_p)
-                probs = torch.softmax(values, -1)
-                j = int(torch.multinomial(probs, 1, generator=generator))
+                j = race(ids, values, generator)
                 tok = int(ids[j])
                 turn.logprobs.append(float(torch.log_softmax(values, -1)[j]))
                 turn.raw_logprobs.append(float(torch.log_softmax(scaled, -1)[tok]))
@@ -89,4 +113,4 @@ def sample(model: Any, prompt_ids: Sequence[int], max_tokens: int, *, temperatur
     return turn
 
 
-__all__ = ["Turn", "keep", "sample"]
+__all__ = ["Turn", "keep", "race", "sample"]

@@ -223,6 +223,17 @@ def test_merge_full_precision_copies_the_saved_model_as_trained(tmp_path):
     want, got = load_file(saved / "model.safetensors"), load_file(target / "model.safetensors")
     assert want.keys() == got.keys() and all(got[k].dtype == want[k].dtype == torch.float32 and
                                              got[k].equal(want[k]) for k in want)
+    # tensors of two dtypes: config.json's dtype left as saved, the copy says so
+    root = clone(FIXTURE, tmp_path / "mixed")
+    from safetensors.torch import save_file
+
+    mixed = dict(want)
+    first = sorted(mixed)[0]
+    mixed[first] = mixed[first].to(torch.bfloat16)
+    save_file(mixed, str(root / actor(2) / "huggingface" / "model.safetensors"))
+    code, out = tbt("checkpoint", "merge", root, "--step", "2", "--target", tmp_path / "m", "--full-precision")
+    assert code == 0 and "mixed: bfloat16, float32 weights" in out, out
+    assert json.loads((tmp_path / "m" / "config.json").read_text())["dtype"] == "bfloat16"
     # a step saved without hf_model: named, nothing merged
     root = clone(FIXTURE, tmp_path / "ckpt")
     (root / actor(2) / "huggingface" / "model.safetensors").unlink()

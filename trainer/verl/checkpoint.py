@@ -383,7 +383,8 @@ def copy_saved_hf(actor_dir: Path, target: Path) -> str:
     (`actor_dir/huggingface`, weights included when the run sets `actor.checkpoint.save_contents`
     with `hf_model`) into `target`, the weights as trained (no cast); config.json's `dtype` is set
     to the saved tensors' (verl builds that model in bfloat16 and fills it with the full-precision
-    state). Returns that dtype; `NoSavedWeights` when the folder has no safetensors weights."""
+    state). Returns that dtype; tensors of several dtypes leave config.json's as saved and return
+    "mixed: A, B" (no one dtype to name). `NoSavedWeights` when the folder has no safetensors weights."""
     import shutil
 
     from safetensors import safe_open
@@ -402,7 +403,9 @@ def copy_saved_hf(actor_dir: Path, target: Path) -> str:
     for f in hf.iterdir():
         if f.is_file():
             shutil.copy2(f, target / f.name)
-    dtype = names.pop() if len(names) == 1 else "float32"
+    if len(names) != 1:
+        return "mixed: " + ", ".join(sorted(names))
+    dtype = names.pop()
     config = json.loads((target / "config.json").read_text())
     config["dtype"] = dtype
     config.pop("torch_dtype", None)

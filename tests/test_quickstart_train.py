@@ -36,6 +36,20 @@ def test_a_stage_that_passes_is_timed_and_said_done(tmp_path):
     assert log.index("fine") < log.index("again") and log.count("--- ") == 2
 
 
+def test_every_stage_plays_the_wall_clock_pinned_to_the_session_unless_the_caller_pinned_it(tmp_path, monkeypatch):
+    """The toy loans show the agent a wall-clock stamp: real time would make two runs of the same
+    seeds differ in those tokens. A real domain session in the stage's process reads the pin."""
+    stamp = ("import os; from trainer.domains.kit import Domain, Session; "
+             "d = Domain('t', schema='CREATE TABLE x (a)', now='2025-03-03T09:00:00Z'); "
+             "print('clock', os.environ['TBT_WALL_CLOCK'], Session(d).wall_clock())")
+    monkeypatch.delenv("TBT_WALL_CLOCK", raising=False)
+    Runner(TrainPlan(out=tmp_path), [].append).stage(2, "base evaluation", [sys.executable, "-c", stamp])
+    monkeypatch.setenv("TBT_WALL_CLOCK", "123")
+    Runner(TrainPlan(out=tmp_path), [].append).stage(2, "base evaluation", [sys.executable, "-c", stamp])
+    said = [line for line in (tmp_path / "logs" / "2-base-evaluation.log").read_text().splitlines() if line.startswith("clock")]
+    assert said == ["clock session 1740992400.0", "clock 123 123.0"]
+
+
 def test_json_without_train_is_refused_before_anything_runs(tmp_path):
     res = CliRunner().invoke(app, ["quickstart", "--n", "1", "--out-dir", str(tmp_path / "qs"), "--json", "--no-progress"])
     assert res.exit_code == 2, res.output

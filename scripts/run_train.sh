@@ -14,10 +14,15 @@
 # CKPT_DIR, NNODES, GPUS_PER_NODE (config), NODE_GPUS (this node, default nvidia-smi), EXPERIMENT,
 # TBT_USER_SPEC / TBT_JUDGE_SPEC (specs as in `tbt run --help`) with their keys in
 # TBT_USER_API_KEY / TBT_JUDGE_API_KEY, RAY_ADDRESS.
-# DRY_RUN=true prints the command and every resolved override (secrets redacted) and the
-# preflight, then exits 0: no Ray, no GPU, no server, no model. The preflight names every problem
-# in one run (unset variables, missing files, relative data paths on several nodes, a synthetic
-# judge or scripted user outside a smoke config, the topology): FAIL lines, exit 1.
+# DRY_RUN=true prints the command and every resolved override (secrets redacted), the preflight
+# and the patches, and starts nothing: no Ray, no GPU, no server, no model. The preflight names
+# every problem in one run. A config check (the topology, batch sizes, the checkpoint directory,
+# relative data paths on several nodes) that fails is a FAIL line: exit 1. An input of the launch
+# site (an unset variable, a missing file, a synthetic judge or scripted user outside a smoke
+# config, an endpoint's key variable) is a need line, and the dry run exits 0 with a last line
+# naming what a launch here would still need. DRY_RUN=strict fails on those too (FAIL lines,
+# exit 1), as a real launch does: run it on the launch node just before launching. Empty, false,
+# 0 or no: a real launch (any failed check: FAIL lines, exit 1); another value: exit 2.
 # -h / --help: this text. See docs/training.md.
 set -euo pipefail
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then

@@ -83,14 +83,8 @@ def test_a_planted_secret_never_appears(capsys, launch):
 
 @pytest.mark.parametrize("args,env,rule", [
     ((), {"NODE_GPUS": "4"}, "gpus per node"),
-    ((), {"TRAIN_FILE": "/nonexistent/train.parquet"}, "file exists: data.train_files"),
-    ((), {"MODEL_PATH": "/nonexistent/model"}, "file exists: actor_rollout_ref.model.path"),
-    (("actor_rollout_ref.rollout.agent.agent_loop_config_path=configs/no_such_loop.yaml",), {},
-     "file exists: actor_rollout_ref.rollout.agent.agent_loop_config_path"),
     (("trainer.nnodes=2",), {"CKPT_DIR": "/shared/ck", "TRAIN_FILE": "configs/sampling.yaml"},
      "data and model paths absolute on several nodes"),
-    ((), {"TBT_JUDGE_SPEC": "synthetic"}, "no synthetic judge outside a smoke config"),
-    (("+thinkingbox.user=scripted",), {}, "no scripted user outside a smoke config"),
     (("actor_rollout_ref.rollout.tensor_model_parallel_size=3",), {}, "tensor_model_parallel_size divides the world"),
     (("actor_rollout_ref.actor.ulysses_sequence_parallel_size=5",), {}, "ulysses_sequence_parallel_size divides"),
     (("data.train_batch_size=3", "actor_rollout_ref.rollout.n=5"), {}, "train_batch_size x n divides"),
@@ -98,18 +92,83 @@ def test_a_planted_secret_never_appears(capsys, launch):
     (("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=null",), {}, "one ref log-prob micro-batch size"),
     (("trainer.default_local_dir=checkpoints/run",), {}, "checkpoint dir absolute"),
     (("trainer.nnodes=2",), {"CKPT_DIR": "/tmp/ck"}, "checkpoint dir absolute and shared"),
-    (("+thinkingbox.judge='openai:http://judge:8000/v1#qwen'",), {"TBT_JUDGE_API_KEY": ""}, "judge endpoint variables"),
 ])
-def test_each_preflight_rule_rejects_a_bad_topology(capsys, launch, args, env, rule):
+def test_each_config_rule_rejects_a_bad_topology_even_in_a_dry_run(capsys, launch, args, env, rule):
+    """A config check that fails is a config that can never run: FAIL, exit 1, under DRY_RUN=true too."""
     assert launch(*args, **env) == 1
     out = capsys.readouterr().out
     assert any(line.startswith("FAIL") and rule in line for line in out.splitlines()), out
 
 
+@pytest.mark.parametrize("args,env,rule", [
+    ((), {"TRAIN_FILE": "/nonexistent/train.parquet"}, "file exists: data.train_files"),
+    ((), {"MODEL_PATH": "/nonexistent/model"}, "file exists: actor_rollout_ref.model.path"),
+    (("actor_rollout_ref.rollout.agent.agent_loop_config_path=configs/no_such_loop.yaml",), {},
+     "file exists: actor_rollout_ref.rollout.agent.agent_loop_config_path"),
+    ((), {"TBT_JUDGE_SPEC": "synthetic"}, "no synthetic judge outside a smoke config"),
+    (("+thinkingbox.user=scripted",), {}, "no scripted user outside a smoke config"),
+    (("+thinkingbox.judge='openai:http://judge:8000/v1#qwen'",), {"TBT_JUDGE_API_KEY": ""}, "judge endpoint variables"),
+])
+def test_each_input_of_the_launch_site_is_needed_by_a_dry_run_and_refused_by_a_strict_one(capsys, launch, args, env, rule):
+    """An input the launch site provides (a file, a user / judge model, a key): DRY_RUN=true names
+    it on a `need` line and exits 0; DRY_RUN=strict (and so a real launch) refuses it, FAIL, exit 1."""
+    assert launch(*args, **env) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert any(line.startswith("need  " + rule) for line in out), out
+    assert not any(line.startswith("FAIL") for line in out), out
+    (last,) = [line for line in out if line.startswith("# a launch here would stop until: ")]
+    assert rule in last and last == out[-1]
+    assert launch(*args, **{**env, "DRY_RUN": "strict"}) == 1
+    out = capsys.readouterr()
+    assert any(line.startswith("FAIL  " + rule) for line in out.out.splitlines()), out.out
+    assert not any(line.startswith("need") for line in out.out.splitlines())
+    assert "error: preflight failed, 1 problem(s)" in out.err and "DRY_RUN: nothing started" not in out.out
+
+
+def test_the_bare_async_dry_run_on_a_fresh_clone_exits_0_and_names_what_a_launch_needs(tmp_path):
+    """The acceptance command, with no variable set and no pool prepared: the async entrypoint and
+    the GPU split, the pool files and the user / judge models as `need` lines, exit 0; strict: exit 1."""
+    cmd = "DRY_RUN=true CONFIG=configs/async_single_node.yaml scripts/run_train.sh"
+    env = {k: v for k, v in BASE_ENV.items() if k not in ("DRY_RUN", "MODEL_FAMILY", "EXPERIMENT", "RAY_ADDRESS")}
+    pool = ROOT / "quickstart" / "prepared"
+    if (pool / "train.parquet").exists() or (pool / "test.parquet").exists():
+        pytest.skip(f"{pool} holds a prepared pool: not a fresh clone")
+    r = subprocess.run(["bash", "-c", cmd], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr
+    lines = [x.strip().rstrip(" \\") for x in r.stdout.splitlines()]
+    assert "python -m verl.experimental.fully_async_policy.fully_async_main" in lines
+    assert any(x.startswith("# GPUs (split): rollout 1x4=4 GPUs") for x in lines)
+    needs = [x for x in lines if x.startswith("need")]
+    for rule in ("file exists: data.train_files", "file exists: data.val_files", "no scripted user outside a smoke config",
+                 "no synthetic judge outside a smoke config"):
+        assert any(x.startswith("need  " + rule) for x in needs), rule
+        assert rule in lines[-1]
+    assert len(needs) == 4 and not fails(r.stdout) and "# DRY_RUN: nothing started" in lines[-2]
+    r = subprocess.run(["bash", "-c", cmd.replace("DRY_RUN=true", "DRY_RUN=strict")], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=180)
+    assert r.returncode == 1, r.stdout[-3000:] + r.stderr
+    assert len(fails(r.stdout)) == 4 and "error: preflight failed, 4 problem(s)" in r.stderr
+    assert "DRY_RUN: nothing started" not in r.stdout
+
+
+def test_a_dry_run_value_other_than_true_strict_or_false_is_refused(capsys, launch):
+    assert launch(DRY_RUN="maybe") == 2
+    out = capsys.readouterr()
+    assert "error: DRY_RUN=maybe: expected true, strict or false" in out.err and out.out == ""
+
+
 def test_the_reference_config_names_every_problem_in_one_run(capsys, tmp_path):
     """No variables: the four it needs are named on one line, and the relative default data paths
-    of a 3-node run are refused, all in the same run; set, it composes."""
-    assert main([], {**BASE_ENV, "DRY_RUN": "true", "CONFIG": "configs/reference_3x8.yaml", "NODE_GPUS": "8"}) == 1
+    of a 3-node run are refused, all in the same run (strict: the inputs fail too; true: only the
+    relative paths, a config check, fail, and the inputs are needed); set, it composes."""
+    env = {**BASE_ENV, "CONFIG": "configs/reference_3x8.yaml", "NODE_GPUS": "8"}
+    assert main([], {**env, "DRY_RUN": "true"}) == 1
+    out = capsys.readouterr()
+    (bad,) = fails(out.out)
+    assert bad.startswith("FAIL  data and model paths absolute on several nodes")
+    assert any(line.startswith("need  variables set") for line in out.out.splitlines())
+    assert "1 problem(s)" in out.err and "a launch here would also need: variables not set: MODEL_PATH" in out.err
+    assert main([], {**env, "DRY_RUN": "strict"}) == 1
     out = capsys.readouterr()
     (variables,) = [line for line in fails(out.out) if "variables set" in line]
     for name in ("MODEL_PATH", "CKPT_DIR", "TBT_USER_SPEC", "TBT_JUDGE_SPEC"):
@@ -151,7 +210,9 @@ def test_a_smoke_config_may_use_the_synthetic_judge_and_scripted_user_and_its_ke
     assert f"{bad}: smoke: expected true or false" in capsys.readouterr().err
     plain = tmp_path / "plain.yaml"
     plain.write_text("extends: " + str(ROOT / "configs" / "cpu_smoke.yaml") + "\nsmoke: false\n")
-    assert main([], {**env, "CONFIG": str(plain)}) == 1
+    assert main([], {**env, "CONFIG": str(plain)}) == 0  # the stand-ins: inputs a launch here still needs
+    assert len([x for x in capsys.readouterr().out.splitlines() if x.startswith("need") and "outside a smoke config" in x]) == 2
+    assert main([], {**env, "CONFIG": str(plain), "DRY_RUN": "strict"}) == 1
     assert len([x for x in fails(capsys.readouterr().out) if "outside a smoke config" in x]) == 2
 
 

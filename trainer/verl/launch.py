@@ -24,6 +24,13 @@
    every question) and no `scripted` user (the task's user context, no model) outside a smoke
    config: one whose top level says `smoke: true` (configs/cpu_smoke.yaml; inherited through
    `extends:`, read and removed by the launch, never passed to verl).
+   Two kinds of check (`Check.site`): the *inputs of the launch site*, provided where and when the
+   run is launched, not faults of the config (the variables set, every file exists, no scripted
+   user / synthetic judge outside a smoke config, which a TBT_USER_SPEC / TBT_JUDGE_SPEC fixes,
+   the endpoint variables), and the *config checks*, everything else (the topology, the batch and
+   micro-batch sizes, the checkpoint directory, absolute paths on several nodes, the fully-async
+   checks): a config that can never run. A failed check is a `FAIL` line, except an input under
+   `DRY_RUN=true`, a `need` line (point 6).
 4. The patches of trainer/verl/patches: their state is printed; a real launch applies any that is
    not in force (trainer/verl/patching.py), so a re-sync that restored verl's stock files cannot
    make it train on unpatched verl.
@@ -42,10 +49,16 @@
    pools' GPUs on each node, tensor parallel size in the rollout pool, the trainer's mini-batch
    across its ranks) and what verl's fully-async trainer asserts only after Ray is up, plus what
    our agent loop needs of it (`fully_async_checks`).
-6. `DRY_RUN=true`: print the command (`python -m verl.trainer.main_ppo`, or the config's
-   entrypoint) and every resolved override, one per line, secrets redacted, then exit 0: no Ray,
-   no GPU, no server, no model. Otherwise the endpoints must answer, and the command runs against
-   `RAY_ADDRESS`.
+6. `DRY_RUN` (`dry_run`): empty, `false`, `0` or `no` is a real launch: any failed check is a `FAIL`
+   line, then one `error:` line naming them all, exit 1; then the endpoints must answer, and the
+   command runs against `RAY_ADDRESS`. `true` (`1`, `yes`): print the command (`python -m
+   verl.trainer.main_ppo`, or the config's entrypoint) and every resolved override, one per line,
+   secrets redacted, the preflight and the patches, and start nothing (no Ray, no GPU, no server,
+   no model): a failed config check still fails it (`FAIL`, exit 1), a failed input of the launch
+   site is a `need` line, and the run ends with `# DRY_RUN: nothing started (...)` and one
+   `# a launch here would stop until: ...` line naming those inputs, exit 0. `strict`: the same
+   dry run, failing (`FAIL`, exit 1, as a real launch) on every failed check, inputs included:
+   the gate to run on the launch node just before launching. Any other value: exit 2, named.
 
 Secrets: values of variables whose names hold KEY, TOKEN, SECRET or PASSWORD, and the user
 info and query of every URL, never appear in the output.
@@ -248,9 +261,14 @@ class Check:
     detail: str
     skipped: bool = False  # not checked (an unset variable, a file a prepare step makes): ok, and said so
     brief: str = ""  # what the one-line error summary says of a failure (default: the rule)
+    # an input of the launch site (a variable, a file, a user / judge endpoint), provided where and
+    # when the run is launched: not a fault of the config, so `DRY_RUN=true` marks it `need`, not `FAIL`
+    site: bool = False
 
-    def line(self) -> str:
-        return f"{'skip' if self.skipped else 'ok  ' if self.ok else 'FAIL'}  {self.rule}: {self.detail}"
+    def line(self, lenient: bool = False) -> str:
+        """The preflight's line; `lenient` (`DRY_RUN=true`): a failed input of the launch site is `need`."""
+        mark = "skip" if self.skipped else "ok  " if self.ok else "need" if lenient and self.site else "FAIL"
+        return f"{mark}  {self.rule}: {self.detail}"
 
 
 def unset_names(value: Any) -> list[str]:
@@ -334,10 +352,11 @@ def file_checks(cfg: Any, made_by: Sequence[str] = ()) -> list[Check]:
         p = _local(path)
         if any(str(p) == d or str(p).startswith(d.rstrip("/") + "/") for d in made_by):
             checks.append(Check(f"file exists: {key}", True, f"{path} (made by the config's prepare: step; checked after it)",
-                                skipped=True))
+                                skipped=True, site=True))
             continue
         where = "" if Path(path).is_absolute() else f" (relative: read as {p})"
-        checks.append(Check(f"file exists: {key}", p.exists(), f"{path}{where}" + ("" if p.exists() else ": no such file or directory")))
+        checks.append(Check(f"file exists: {key}", p.exists(), f"{path}{where}" + ("" if p.exists() else ": no such file or directory"),
+                            site=True))
     return checks
 
 
@@ -352,7 +371,7 @@ def preflight(cfg: Any, env: Mapping[str, str], *, missing: Mapping[str, Sequenc
     if missing is not None:
         checks.append(Check("variables set", not missing, "; ".join(
             f"{name} is NOT set (needed by {', '.join(dict.fromkeys(keys))})" for name, keys in missing.items())
-            or "every ${env:NAME} without a default is set", brief=f"variables not set: {', '.join(missing)}"))
+            or "every ${env:NAME} without a default is set", brief=f"variables not set: {', '.join(missing)}", site=True))
     nnodes, gpn = _int(cfg, "trainer.nnodes"), _int(cfg, "trainer.n_gpus_per_node")
     checks += file_checks(cfg, made_by)
     if nnodes > 1:
@@ -399,12 +418,13 @@ def preflight(cfg: Any, env: Mapping[str, str], *, missing: Mapping[str, Sequenc
         if spec.split(":")[0] == kind:
             checks.append(Check(f"no {kind} {role} outside a smoke config", smoke,
                                 f"thinkingbox.{role}={spec} {what}" + (" (this is a smoke config: smoke: true)" if smoke else
-                                f": only a smoke config (top-level smoke: true) may train with it; set {fix}")))
+                                f": only a smoke config (top-level smoke: true) may train with it; set {fix}"), site=True))
         if spec.startswith("openai:"):
             key_env = re.search(r"key_env=([A-Za-z_][A-Za-z0-9_]*)", spec)
             var = key_env.group(1) if key_env else f"TBT_{role.upper()}_API_KEY"
             checks.append(Check(f"{role} endpoint variables", "#" in spec and bool(env.get(var)),
-                                f"thinkingbox.{role} is an openai: spec; {var} {'is set' if env.get(var) else 'is NOT set'}"))
+                                f"thinkingbox.{role} is an openai: spec; {var} {'is set' if env.get(var) else 'is NOT set'}",
+                                site=True))
     return checks
 
 
@@ -514,14 +534,27 @@ def plan(cli: Sequence[str], env: Mapping[str, str]) -> tuple[list[str], Any, li
                                      made_by=prepare_dirs(extras.prepare), entry=entry), extras
 
 
+DRY_RUNS = {"": None, "0": None, "false": None, "no": None,  # a real launch
+            "1": "true", "true": "true", "yes": "true",  # a dry run: inputs of the launch site may be missing
+            "strict": "strict"}  # a dry run that fails on every failed check, those inputs included
+
+
+def dry_run(env: Mapping[str, str]) -> str | None:
+    """`DRY_RUN`: None (a real launch), "true" or "strict" (module docstring, point 6)."""
+    value = env.get("DRY_RUN", "")
+    if value.lower() not in DRY_RUNS:
+        raise LaunchError(f"DRY_RUN={value}: expected true, strict or false")
+    return DRY_RUNS[value.lower()]
+
+
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
     env = dict(os.environ if env is None else env)
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] in (["-h"], ["--help"]):
         print(__doc__.strip() + "\n\nExamples: scripts/run_train.sh --help")
         return 0
-    dry = env.get("DRY_RUN", "").lower() in ("1", "true", "yes")
     try:
+        mode = dry_run(env)
         overrides, cfg, checks, extras = plan(argv, env)
     except LaunchError as e:
         print(redact(f"error: {e}", env), file=sys.stderr)
@@ -536,13 +569,16 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
             print(redact(f"{k}={v}", {**env, **extras.env}))
         for c in extras.prepare:
             print(redact("python " + " ".join(c), env))
+    dry, lenient = mode is not None, mode == "true"  # DRY_RUN=true: inputs of the launch site may be missing
     print("# preflight")
     for c in checks:
-        print(redact(c.line(), env))
-    failed = [c for c in checks if not c.ok]
+        print(redact(c.line(lenient), env))
+    needed = [c.brief or c.rule for c in checks if not c.ok and lenient and c.site]  # the `need` lines
+    failed = [c.brief or c.rule for c in checks if not c.ok and not (lenient and c.site)]  # the `FAIL` lines
     if failed:
+        also = f" (a launch here would also need: {'; '.join(needed)})" if needed else ""
         print(redact(f"error: preflight failed, {len(failed)} problem(s) (the FAIL lines above): "
-                     + "; ".join(c.brief or c.rule for c in failed) + "; nothing was started", env), file=sys.stderr)
+                     + "; ".join(failed) + f"; nothing was started{also}", env), file=sys.stderr)
         return 1
     from trainer.verl.patching import PatchError, apply_all, site_of_installed, states
 
@@ -557,6 +593,9 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         return 2
     if dry:
         print("# DRY_RUN: nothing started (no Ray, no GPU, no server, no model)")
+        if needed:
+            print(redact(f"# a launch here would stop until: {'; '.join(needed)} "
+                         "(the need lines above; DRY_RUN=strict checks these too)", env))
         return 0
     down = dead_endpoints(cfg)
     if down:

@@ -90,6 +90,7 @@ PREPARE, ENV, SMOKE, ENTRYPOINT = "@prepare", "@env", "@smoke", "@entrypoint"  #
 SAMPLING_KEY = "@sampling"  # a config's `sampling:` (another sampling file than configs/sampling.yaml)
 _UNSET = "<unset:{}>"  # what a `${env:NAME}` without a default reads as while NAME is not set (preflight names it)
 _UNSET_RE = re.compile(r"<unset:([A-Za-z_][A-Za-z0-9_]*)>")
+UV_RAY_HOOK = "RAY_ENABLE_UV_RUN_RUNTIME_ENV"  # Ray's `uv run` runtime-env hook (main: off for the launch)
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")  # org/name: a Hugging Face model id, not a local path
 
 
@@ -603,6 +604,11 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         return 1
     env.update(extras.env)
     env.setdefault("WANDB_MODE", "offline")  # wandb logs locally unless the user asks for online
+    # under `uv run` (`uv run tbt quickstart --train`), Ray's uv hook would rewrite verl's runtime
+    # env to start every worker through `uv run` in a packaged working directory, and fails on the
+    # working_dir verl leaves unset (TypeError: path_or_uri must be a string): the workers run
+    # this interpreter, as they do under scripts/run_train.sh from a shell
+    env.setdefault(UV_RAY_HOOK, "0")
     for c in extras.prepare:
         rc = subprocess.call([sys.executable, *c], env=env, cwd=str(ROOT))
         if rc != 0:

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from trainer.cli import app
-from trainer.verl.quickstart_train import Runner, StageError, TrainPlan
+from trainer.verl.quickstart_train import Runner, StageError, TrainPlan, pool_tasks
 
 
 def test_a_failing_stage_stops_with_its_exit_code_and_the_end_of_its_log(tmp_path):
@@ -34,6 +34,27 @@ def test_a_stage_that_passes_is_timed_and_said_done(tmp_path):
     run.stage(5, "trained evaluation", [sys.executable, "-c", "print('again')"])  # a rerun: the first log is kept
     log = (tmp_path / "logs" / "5-trained-evaluation.log").read_text()
     assert log.index("fine") < log.index("again") and log.count("--- ") == 2
+
+
+def test_the_pool_size_comes_from_the_configs_own_prepare_step_and_an_empty_pool_stops(tmp_path):
+    """GRPO's BATCH is every pool task: the config's `prepare:` step (here a script that writes the
+    pool's train.yaml from what it is given, as data/prepare_data.py does) runs with the stage's
+    environment, its output in the GRPO log; a pool without tasks, or a failing step, stops the run."""
+    make = tmp_path / "make_pool.py"
+    make.write_text("import sys, pathlib\nd = pathlib.Path(sys.argv[1]) / 'pool'\nd.mkdir(exist_ok=True)\n"
+                    "n = int(sys.argv[2])\nprint('banding', n)\n(d / 'train.yaml').write_text('# chosen\\n' + ''.join("
+                    "f'- t{i}.py:test_{i}\\n' for i in range(n)))\nsys.exit(0 if n >= 0 else 4)\n")
+    config = tmp_path / "laptop.yaml"
+    config.write_text(f"prepare:\n  - [{make}, '${{env:LAPTOP_DIR}}', '${{env:N}}']\n")
+    run = Runner(TrainPlan(out=tmp_path), [].append)
+    env = {"LAPTOP_DIR": str(tmp_path), "N": "5"}
+    assert pool_tasks(run, env, config) == 5
+    assert "banding 5" in (tmp_path / "logs" / "3-GRPO.log").read_text()
+    with pytest.raises(StageError, match="no task of the base evaluation has mixed verdicts"):
+        pool_tasks(run, {**env, "N": "0"}, config)
+    with pytest.raises(StageError, match="prepare step failed") as e:
+        pool_tasks(run, {**env, "N": "-1"}, config)
+    assert e.value.code == 4
 
 
 def test_every_stage_plays_the_wall_clock_pinned_to_the_session_unless_the_caller_pinned_it(tmp_path, monkeypatch):
@@ -67,6 +88,9 @@ def loop(tmp_path_factory):
         # as from a shell's `uv run tbt quickstart --train` (CI runs the tests under `uv run` too):
         # without conftest's setting, so the launch must keep Ray's uv hook off itself
         mp.delenv("RAY_ENABLE_UV_RUN_RUNTIME_ENV", raising=False)
+        # two groups a step, not the whole pool (the default): the loop's plumbing, in CI's time
+        # (pool_tasks, which sizes the default, has its own test above)
+        mp.setenv("BATCH", "2")
         first = CliRunner().invoke(app, args)
         again = CliRunner().invoke(app, args)
     return out / "train", first, again

@@ -125,6 +125,30 @@ class Runner:
         self.say(f"[{i}/6] {name}: kept {what} (remove it to redo this stage)")
 
 
+def pool_tasks(run: Runner, env: dict[str, str], config: Path = ROOT / CONFIG) -> int:
+    """The tasks GRPO trains on: the config's `prepare:` step (the Jeffreys bands of the base
+    evaluation's records, data/prepare_data.py) run as the launch runs it, its pool counted. None
+    is a stop: no task has mixed verdicts, so every group would have zero variance."""
+    from trainer.verl.launch import PREPARE, read_config
+
+    full = {**os.environ, **env}
+    log = run.logs / "3-GRPO.log"
+    run.logs.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as f:
+        for c in read_config(config, full).get(PREPARE, []):
+            f.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} the pool: python {' '.join(c)}\n".encode())
+            f.flush()
+            rc = subprocess.call([sys.executable, *c], stdout=f, stderr=subprocess.STDOUT, cwd=ROOT, env=full)
+            if rc:
+                raise StageError(f"the pool's prepare step failed (exit {rc}): python {' '.join(c)} (log {log})", rc)
+    train = Path(env["LAPTOP_DIR"]) / "pool" / "train.yaml"
+    n = sum(1 for line in train.read_text(encoding="utf-8").splitlines() if line.strip().startswith("- "))
+    if not n:
+        raise StageError(f"{train}: no task of the base evaluation has mixed verdicts (bands.csv beside it), so "
+                         "every GRPO group would have zero variance: warm-start for more or fewer epochs")
+    return n
+
+
 def train_loop(plan: TrainPlan, say: Callable[[str], None]) -> dict[str, Any]:
     """The six stages (module docstring); the summary of the comparison."""
     out = plan.out.resolve()
@@ -165,6 +189,9 @@ def train_loop(plan: TrainPlan, say: Callable[[str], None]) -> dict[str, Any]:
     else:
         env = {"LAPTOP_DIR": str(out), "CKPT_DIR": str(ckpt), "STEPS": str(plan.steps), "SAVE_FREQ": "1",
                "LR": str(plan.lr), "CONFIG": CONFIG, "EXPERIMENT": "quickstart-train"}
+        # every pool task in every step, one update over all their groups (configs/laptop_grpo.yaml),
+        # unless the caller set BATCH
+        env["BATCH"] = os.environ.get("BATCH") or str(pool_tasks(run, {**env, **run.env}))
         run.stage(3, "GRPO", ["bash", str(ROOT / "scripts" / "run_train.sh")], env=env,
                   watch=lambda: f"step {min(_steps(metrics), plan.steps)}/{plan.steps} done")
     if (trained / "config.json").is_file():

@@ -7,6 +7,8 @@
   weight sync by `checkpoint_engine.backend=naive`; standalone under the fully-async trainer,
   weight sync by `cpu_object_store`: trainer/verl/cpu/checkpoint_engine.py): trainer/verl/cpu/rollout.py
 - verl's unpadding helpers without flash-attn (`padding_without_flash_attn`: trainer/verl/cpu/padding.py)
+- our advantage estimators (`AdvantageEstimator` table: `grpo_positive`, trainer/verl/advantage.py),
+  which configs/laptop_grpo.yaml trains with
 
 verl imports this package in every process that imports verl when
 `VERL_USE_EXTERNAL_MODULES=trainer.verl.cpu` (configs/cpu_smoke.yaml sets it for every Ray worker).
@@ -42,6 +44,9 @@ def register() -> None:
         if backends:
             EngineRegistry.register(model_type=model_type, backend=backends, device="cpu")(cls)
     padding_without_flash_attn()
+    from trainer.verl import advantage
+
+    advantage.register()
 
 
 def padding_without_flash_attn() -> None:

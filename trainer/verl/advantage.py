@@ -12,8 +12,9 @@ trajectories sits at a sharp optimum of those trajectories. A failed episode's t
 first wrong step are mostly noise, and pushing each of them down moves the shared weights in
 directions that, on average, cost the golden paths of every task; the passing episodes' signal,
 one decision token in a few hundred, is smaller than that damage. Reinforcing only the passes
-moves the policy along the warm start's own direction. Measured on the laptop pool: four GRPO
-steps lowered pass@1, four `grpo_positive` steps raised it.
+moves the policy along the warm start's own direction. Measured on the laptop pool at k 8: four
+steps with GRPO's advantages (lr 1e-3) lowered pass@1 by 7.8 pt, four `grpo_positive` steps (lr
+5e-4) raised it by 6.25 pt, both intervals clear of 0.
 
 Registration happens on import: verl imports this module in every process that imports verl
 when `VERL_USE_EXTERNAL_MODULES` names it, or names `trainer.verl.cpu` (the CPU path imports it).

@@ -10,7 +10,7 @@
 2. They are composed with verl 0.9.0's `ppo_trainer` config by Hydra's compose API, offline: a
    mistyped key fails here and is named; the legacy top-level `custom_reward_function.*` keys,
    which verl 0.9.0 silently ignores, are refused with the key to use instead.
-3. Preflight (`preflight`), every rule checked and every problem named in one run: every
+3. Preflight (trainer/verl/preflight.py `preflight`), every rule checked and every problem named in one run: every
    `${env:NAME}` without a default that a surviving key needs is set (all of them listed at once;
    a command-line override of the key makes the variable unneeded); the input files exist (train
    and validation files, a local model path, the agent-loop config, a custom reward function's
@@ -79,6 +79,7 @@ import yaml
 
 from trainer.core.redact import redact as core_redact
 from trainer.rollout.sampling import SAMPLING_FILE, SamplingError, load_sampling
+from trainer.verl.preflight import Check, LaunchError, cfg_get, file_checks, gpu_split, preflight, render, unset_names
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG = ROOT / "configs" / "train_single_node.yaml"
@@ -89,13 +90,7 @@ LEGACY = {"custom_reward_function": "reward.custom_reward_function"}
 PREPARE, ENV, SMOKE, ENTRYPOINT = "@prepare", "@env", "@smoke", "@entrypoint"  # a config's `prepare:`, `env:`, `smoke:`, `entrypoint:`
 SAMPLING_KEY = "@sampling"  # a config's `sampling:` (another sampling file than configs/sampling.yaml)
 _UNSET = "<unset:{}>"  # what a `${env:NAME}` without a default reads as while NAME is not set (preflight names it)
-_UNSET_RE = re.compile(r"<unset:([A-Za-z_][A-Za-z0-9_]*)>")
 UV_RAY_HOOK = "RAY_ENABLE_UV_RUN_RUNTIME_ENV"  # Ray's `uv run` runtime-env hook (main: off for the launch)
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")  # org/name: a Hugging Face model id, not a local path
-
-
-class LaunchError(ValueError):
-    """A configuration that must not be launched (the message names the key or variable)."""
 
 
 @dataclass(frozen=True)
@@ -200,14 +195,6 @@ def sampling_overrides(path: Path = SAMPLING) -> dict[str, Any]:
             "+thinkingbox.max_turn_tokens": s.max_tokens}
 
 
-def _render(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if v is None:
-        return "null"
-    if isinstance(v, (list, tuple)):
-        return "[" + ",".join(_render(x) for x in v) + "]"
-    return str(v)
 
 
 def overrides_from(config: Mapping[str, Any], cli: Sequence[str]) -> list[str]:
@@ -226,7 +213,7 @@ def overrides_from(config: Mapping[str, Any], cli: Sequence[str]) -> list[str]:
             raise LaunchError(f"override {key}: verl 0.9.0 ignores the legacy top-level {root}.* keys; "
                               f"use {LEGACY[root]}.{key.lstrip('+~').split('.', 1)[-1]}")
     given = {a.partition("=")[0] for a in cli}
-    return [f"{k}={v}" if k in given else f"{k}={_quoted(_render(v))}" for k, v in merged.items()]
+    return [f"{k}={v}" if k in given else f"{k}={_quoted(render(v))}" for k, v in merged.items()]
 
 
 _PLAIN = re.compile(r"^[A-Za-z0-9_./\-+@]*$|^\[.*\]$")
@@ -255,242 +242,6 @@ def compose(overrides: list[str], entry: Entry = ENTRIES["ppo"]) -> Any:
         raise LaunchError(f"verl's config rejects an override: {str(e).splitlines()[0]}") from None
 
 
-@dataclass
-class Check:
-    rule: str
-    ok: bool
-    detail: str
-    skipped: bool = False  # not checked (an unset variable, a file a prepare step makes): ok, and said so
-    brief: str = ""  # what the one-line error summary says of a failure (default: the rule)
-    # an input of the launch site (a variable, a file, a user / judge endpoint), provided where and
-    # when the run is launched: not a fault of the config, so `DRY_RUN=true` marks it `need`, not `FAIL`
-    site: bool = False
-
-    def line(self, lenient: bool = False) -> str:
-        """The preflight's line; `lenient` (`DRY_RUN=true`): a failed input of the launch site is `need`."""
-        mark = "skip" if self.skipped else "ok  " if self.ok else "need" if lenient and self.site else "FAIL"
-        return f"{mark}  {self.rule}: {self.detail}"
-
-
-def unset_names(value: Any) -> list[str]:
-    """The variables a value still waits for (`${env:NAME}` without a default, NAME not set)."""
-    if isinstance(value, (list, tuple)):
-        return [n for v in value for n in unset_names(v)]
-    return _UNSET_RE.findall(value) if isinstance(value, str) else []
-
-
-def missing_variables(config: Mapping[str, Any], overrides: Sequence[str]) -> dict[str, list[str]]:
-    """{variable: [the keys that need it]} over the final overrides and the config's env:/prepare:."""
-    need: dict[str, list[str]] = {}
-    for o in overrides:
-        key, _, value = o.partition("=")
-        for name in unset_names(value):
-            need.setdefault(name, []).append(key.lstrip("+~"))
-    for k, v in (config.get(ENV) or {}).items():
-        for name in unset_names(v):
-            need.setdefault(name, []).append(f"env.{k}")
-    for c in config.get(PREPARE) or []:
-        for name in unset_names(c):
-            need.setdefault(name, []).append("prepare")
-    return need
-
-
-def _get(cfg: Any, key: str, default: Any = None) -> Any:
-    from omegaconf import OmegaConf
-
-    v = OmegaConf.select(cfg, key, default=default)
-    return v
-
-
-def _int(cfg: Any, key: str, default: int = 1) -> int:
-    v = _get(cfg, key, default)
-    try:
-        return int(default if v is None else v)
-    except (TypeError, ValueError):
-        if unset_names(v):
-            return default  # the variables check names it
-        raise LaunchError(f"{key}={v!r}: expected an integer") from None
-
-
-def input_paths(cfg: Any) -> list[tuple[str, str]]:
-    """(key, path) of every local file or directory the run reads before its first step."""
-    out: list[tuple[str, str]] = []
-    for key in ("data.train_files", "data.val_files"):
-        v = _get(cfg, key)
-        for p in (list(v) if v is not None and not isinstance(v, str) else [v]):
-            if p not in (None, ""):
-                out.append((key, str(p)))
-    model = str(_get(cfg, "actor_rollout_ref.model.path", "") or "")
-    if model and not _is_hub_id(model):
-        out.append(("actor_rollout_ref.model.path", model))
-    for key in ("actor_rollout_ref.rollout.agent.agent_loop_config_path", "reward.custom_reward_function.path",
-                "data.custom_cls.path"):
-        v = _get(cfg, key)
-        if v not in (None, "") and not str(v).startswith("pkg://"):
-            out.append((key, str(v)))
-    return [(k, p) for k, p in out if "://" not in p and not unset_names(p)]
-
-
-def _is_hub_id(path: str) -> bool:
-    """A model path that names a Hugging Face model (`org/name`), not a local directory: it is
-    not absolute, not `./`, `../`, `~`, and nothing of that name exists here."""
-    if unset_names(path) or path.startswith(("/", "./", "../", "~")) or _local(path).exists():
-        return False
-    return bool(_HUB_ID.match(path))
-
-
-def _local(path: str) -> Path:
-    """A path as the launch reads it: relative paths from the repository root (its working directory)."""
-    p = Path(path).expanduser()
-    return p if p.is_absolute() else ROOT / p
-
-
-def file_checks(cfg: Any, made_by: Sequence[str] = ()) -> list[Check]:
-    """One check per input path: it exists, or (under a directory in `made_by`, the arguments of
-    the config's prepare: steps) it is made before the run and checked then."""
-    checks = []
-    for key, path in input_paths(cfg):
-        p = _local(path)
-        if any(str(p) == d or str(p).startswith(d.rstrip("/") + "/") for d in made_by):
-            checks.append(Check(f"file exists: {key}", True, f"{path} (made by the config's prepare: step; checked after it)",
-                                skipped=True, site=True))
-            continue
-        where = "" if Path(path).is_absolute() else f" (relative: read as {p})"
-        checks.append(Check(f"file exists: {key}", p.exists(), f"{path}{where}" + ("" if p.exists() else ": no such file or directory"),
-                            site=True))
-    return checks
-
-
-_STAND_IN = {"judge": ("synthetic", "answers Yes to every question", "TBT_JUDGE_SPEC=openai:URL#MODEL, or none when no task asks a judge"),
-             "user": ("scripted", "replies with the task's user context, no model", "TBT_USER_SPEC=openai:URL#MODEL")}
-
-
-def preflight(cfg: Any, env: Mapping[str, str], *, missing: Mapping[str, Sequence[str]] | None = None,
-              smoke: bool = False, made_by: Sequence[str] = (), entry: Entry = ENTRIES["ppo"]) -> list[Check]:
-    """The rules of the module docstring, each as a `Check`: every problem of a config in one run."""
-    checks: list[Check] = []
-    if missing is not None:
-        checks.append(Check("variables set", not missing, "; ".join(
-            f"{name} is NOT set (needed by {', '.join(dict.fromkeys(keys))})" for name, keys in missing.items())
-            or "every ${env:NAME} without a default is set", brief=f"variables not set: {', '.join(missing)}", site=True))
-    nnodes, gpn = _int(cfg, "trainer.nnodes"), _int(cfg, "trainer.n_gpus_per_node")
-    checks += file_checks(cfg, made_by)
-    if nnodes > 1:
-        rel = [f"{k}={p}" for k, p in input_paths(cfg) if k in ("data.train_files", "data.val_files", "actor_rollout_ref.model.path")
-               and not Path(p).expanduser().is_absolute()]
-        checks.append(Check("data and model paths absolute on several nodes", not rel,
-                            f"{', '.join(rel)}: relative, so each of the {nnodes} nodes reads its own copy from its own "
-                            "working directory (give absolute paths on shared storage: TRAIN_FILE, VAL_FILE, MODEL_PATH)"
-                            if rel else f"trainer.nnodes={nnodes}: every data and model path is absolute"))
-    world = nnodes * gpn
-    have = node_gpus(env)
-    if entry.split:
-        checks += fully_async_checks(cfg, have)
-    else:
-        checks.append(Check("gpus per node", have is None or have == gpn,
-                            f"config n_gpus_per_node={gpn}" + (f", this node has {have}" if have is not None else
-                                                               " (no GPU count on this node: not compared)")))
-    for key in ("actor_rollout_ref.rollout.tensor_model_parallel_size", "actor_rollout_ref.actor.ulysses_sequence_parallel_size"):
-        if entry.split and key.split(".")[1] == "rollout":
-            continue  # the rollout pool's (fully_async_checks)
-        size = _int(cfg, key) or 1
-        checks.append(Check(f"{key.split('.')[-1]} divides the world", size >= 1 and world % size == 0,
-                            f"{key}={size}, world {nnodes}x{gpn}={world}"))
-    if not entry.split:
-        bs, n = _int(cfg, "data.train_batch_size"), _int(cfg, "actor_rollout_ref.rollout.n")
-        checks.append(Check("train_batch_size x n divides across ranks", (bs * n) % world == 0,
-                            f"data.train_batch_size={bs} x rollout.n={n} = {bs * n} over {world} ranks"))
-    for part in ("rollout", "ref"):
-        a = _get(cfg, f"actor_rollout_ref.{part}.log_prob_micro_batch_size")
-        b = _get(cfg, f"actor_rollout_ref.{part}.log_prob_micro_batch_size_per_gpu")
-        checks.append(Check(f"one {part} log-prob micro-batch size", (a is None) != (b is None),
-                            f"log_prob_micro_batch_size={a}, log_prob_micro_batch_size_per_gpu={b} (set exactly one)"))
-    ckpt = str(_get(cfg, "trainer.default_local_dir", ""))
-    local = ckpt.startswith(("/tmp/", "/var/tmp/", "/dev/shm/"))
-    rule = "checkpoint dir absolute" + (" and shared" if nnodes > 1 else "")
-    if unset_names(ckpt):
-        checks.append(Check(rule, True, f"trainer.default_local_dir waits for {', '.join(unset_names(ckpt))}", skipped=True))
-    else:
-        checks.append(Check(rule, ckpt.startswith("/") and not (nnodes > 1 and local),
-                            f"trainer.default_local_dir={ckpt}" + (" is node-local on a multi-node run" if nnodes > 1 and local else "")))
-    for role in ("user", "judge"):
-        spec = str(_get(cfg, f"thinkingbox.{role}", "") or "")
-        kind, what, fix = _STAND_IN[role]
-        if spec.split(":")[0] == kind:
-            checks.append(Check(f"no {kind} {role} outside a smoke config", smoke,
-                                f"thinkingbox.{role}={spec} {what}" + (" (this is a smoke config: smoke: true)" if smoke else
-                                f": only a smoke config (top-level smoke: true) may train with it; set {fix}"), site=True))
-        if spec.startswith("openai:"):
-            key_env = re.search(r"key_env=([A-Za-z_][A-Za-z0-9_]*)", spec)
-            var = key_env.group(1) if key_env else f"TBT_{role.upper()}_API_KEY"
-            checks.append(Check(f"{role} endpoint variables", "#" in spec and bool(env.get(var)),
-                                f"thinkingbox.{role} is an openai: spec; {var} {'is set' if env.get(var) else 'is NOT set'}",
-                                site=True))
-    return checks
-
-
-def gpu_split(cfg: Any) -> str:
-    """The fully-async trainer's GPUs, as printed by the launch."""
-    rn, rg = _int(cfg, "rollout.nnodes"), _int(cfg, "rollout.n_gpus_per_node")
-    tn, tg = _int(cfg, "trainer.nnodes"), _int(cfg, "trainer.n_gpus_per_node")
-    tp = _int(cfg, "actor_rollout_ref.rollout.tensor_model_parallel_size") or 1
-    at = "async_training."
-    mini, req, trig = (_int(cfg, "actor_rollout_ref.actor.ppo_mini_batch_size"), _int(cfg, at + "require_batches"),
-                       _int(cfg, at + "trigger_parameter_sync_step"))
-    steps = _int(cfg, "rollout.total_rollout_steps", 0) // max(1, mini * req * trig)
-    return (f"rollout {rn}x{rg}={rn * rg} GPUs ({rn * rg // max(1, tp)} replicas of tensor parallel {tp}), "
-            f"trainer {tn}x{tg}={tn * tg} GPUs; each update {mini * req} groups x rollout.n="
-            f"{_int(cfg, 'actor_rollout_ref.rollout.n')}, a weight sync every {trig} update(s), staleness_threshold="
-            f"{_get(cfg, at + 'staleness_threshold')}, partial_rollout={_render(_get(cfg, at + 'partial_rollout'))}, "
-            f"{steps} updates from rollout.total_rollout_steps={_int(cfg, 'rollout.total_rollout_steps', 0)} prompts")
-
-
-def fully_async_checks(cfg: Any, have: int | None) -> list[Check]:
-    """The split (GPUs per node, the rollout pool's tensor parallel size, the trainer's batch over
-    its ranks), what verl 0.9.0's rollouter and trainer assert once Ray is up
-    (fully_async_rollouter.py, fully_async_trainer.py), and what our agent loop needs of them."""
-    rn, rg = _int(cfg, "rollout.nnodes"), _int(cfg, "rollout.n_gpus_per_node")
-    tn, tg = _int(cfg, "trainer.nnodes"), _int(cfg, "trainer.n_gpus_per_node")
-    per_node = rg + tg if rn == tn else max(rg, tg)  # equal node counts: both pools on every node
-    checks = [Check("gpus per node", have is None or have == per_node,
-                    f"rollout {rn}x{rg} + trainer {tn}x{tg}: {per_node} per node"
-                    + (f", this node has {have}" if have is not None else " (no GPU count on this node: not compared)"))]
-    tp = _int(cfg, "actor_rollout_ref.rollout.tensor_model_parallel_size") or 1
-    checks.append(Check("tensor_model_parallel_size divides the rollout GPUs", tp >= 1 and rg % tp == 0,
-                        f"actor_rollout_ref.rollout.tensor_model_parallel_size={tp}, rollout.n_gpus_per_node={rg}"))
-    mini, req = _int(cfg, "actor_rollout_ref.actor.ppo_mini_batch_size"), _int(cfg, "async_training.require_batches")
-    n = _int(cfg, "actor_rollout_ref.rollout.n")
-    checks.append(Check("ppo_mini_batch_size x n divides across trainer ranks", mini >= 1 and (mini * n) % (tn * tg) == 0,
-                        f"actor_rollout_ref.actor.ppo_mini_batch_size={mini} x rollout.n={n} = {mini * n} over "
-                        f"{tn * tg} trainer ranks (each update takes require_batches={req} of them)"))
-    for key, want, why in [
-            ("data.train_batch_size", 0, "the rollouter streams prompts one at a time"),
-            ("data.gen_batch_size", 1, "the rollouter streams prompts one at a time"),
-            ("actor_rollout_ref.hybrid_engine", False, "rollout and trainer have their own GPUs"),
-            ("actor_rollout_ref.rollout.mode", "async", "the rollout servers behind the agent loop"),
-            ("actor_rollout_ref.rollout.calculate_log_probs", True, "the rollout's log-probs are trained on"),
-            ("actor_rollout_ref.rollout.multi_turn.enable", True,
-             "otherwise the rollouter sets every row's agent_name to single_turn_agent and no episode is played"),
-            ("async_training.partial_rollout", True,
-             "otherwise a weight sync hands the agent loop the aborted turn, cut, as the model's turn")]:
-        v = _get(cfg, key)
-        checks.append(Check(f"fully_async: {key}={_render(want)}", v == want and type(v) is type(want),
-                            f"is {_render(v)} ({why})"))
-    return checks
-
-
-def node_gpus(env: Mapping[str, str]) -> int | None:
-    """GPUs on this node: NODE_GPUS when set (a launcher node without GPUs, tests), else
-    `nvidia-smi -L`; None when neither says."""
-    if env.get("NODE_GPUS"):
-        return int(env["NODE_GPUS"])
-    try:
-        r = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return sum(1 for line in r.stdout.splitlines() if line.startswith("GPU ")) if r.returncode == 0 else None
-
-
 def redact(text: str, env: Mapping[str, str]) -> str:
     """The one redaction (trainer/core/redact.py) over `env`'s secrets too, and URL queries."""
     for name, value in env.items():
@@ -511,6 +262,21 @@ class Extras:
 def prepare_dirs(prepare: Sequence[Sequence[str]]) -> list[str]:
     """The absolute paths a config's prepare: steps are given (what they make lies under them)."""
     return [str(Path(a)) for c in prepare for a in c if a.startswith("/")]
+
+def missing_variables(config: Mapping[str, Any], overrides: Sequence[str]) -> dict[str, list[str]]:
+    """{variable: [the keys that need it]} over the final overrides and the config's env:/prepare:."""
+    need: dict[str, list[str]] = {}
+    for o in overrides:
+        key, _, value = o.partition("=")
+        for name in unset_names(value):
+            need.setdefault(name, []).append(key.lstrip("+~"))
+    for k, v in (config.get(ENV) or {}).items():
+        for name in unset_names(v):
+            need.setdefault(name, []).append(f"env.{k}")
+    for c in config.get(PREPARE) or []:
+        for name in unset_names(c):
+            need.setdefault(name, []).append("prepare")
+    return need
 
 
 def plan(cli: Sequence[str], env: Mapping[str, str]) -> tuple[list[str], Any, list[Check], Extras]:
@@ -631,7 +397,7 @@ def dead_endpoints(cfg: Any, timeout: float = 5.0) -> list[str]:
 
     out = []
     for role in ("user", "judge"):
-        spec = str(_get(cfg, f"thinkingbox.{role}", "") or "")
+        spec = str(cfg_get(cfg, f"thinkingbox.{role}", "") or "")
         if spec.startswith("openai:"):
             url = spec[len("openai:"):].split("#")[0].rstrip("/")
             try:

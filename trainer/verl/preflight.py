@@ -1,0 +1,261 @@
+"""The launch's preflight (trainer/verl/launch.py, point 3 of its docstring): every rule a
+composed verl config is checked against before anything starts, each a `Check`, all of them in
+one run. Two kinds (`Check.site`): the inputs of the launch site (variables, files, the user and
+judge models, their keys), which `DRY_RUN=true` lists as `need`, and the config checks (topology,
+batch and micro-batch sizes, the checkpoint directory, the fully-async trainer's asserts).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+if TYPE_CHECKING:
+    from trainer.verl.launch import Entry
+
+ROOT = Path(__file__).resolve().parents[2]
+_UNSET_RE = re.compile(r"<unset:([A-Za-z_][A-Za-z0-9_]*)>")  # a `${env:NAME}` still waiting for NAME (launch._UNSET)
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")  # org/name: a Hugging Face model id, not a local path
+
+
+class LaunchError(ValueError):
+    """A configuration that must not be launched (the message names the key or variable)."""
+
+
+def render(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if v is None:
+        return "null"
+    if isinstance(v, (list, tuple)):
+        return "[" + ",".join(render(x) for x in v) + "]"
+    return str(v)
+
+
+@dataclass
+class Check:
+    rule: str
+    ok: bool
+    detail: str
+    skipped: bool = False  # not checked (an unset variable, a file a prepare step makes): ok, and said so
+    brief: str = ""  # what the one-line error summary says of a failure (default: the rule)
+    # an input of the launch site (a variable, a file, a user / judge endpoint), provided where and
+    # when the run is launched: not a fault of the config, so `DRY_RUN=true` marks it `need`, not `FAIL`
+    site: bool = False
+
+    def line(self, lenient: bool = False) -> str:
+        """The preflight's line; `lenient` (`DRY_RUN=true`): a failed input of the launch site is `need`."""
+        mark = "skip" if self.skipped else "ok  " if self.ok else "need" if lenient and self.site else "FAIL"
+        return f"{mark}  {self.rule}: {self.detail}"
+
+
+def unset_names(value: Any) -> list[str]:
+    """The variables a value still waits for (`${env:NAME}` without a default, NAME not set)."""
+    if isinstance(value, (list, tuple)):
+        return [n for v in value for n in unset_names(v)]
+    return _UNSET_RE.findall(value) if isinstance(value, str) else []
+
+
+
+def cfg_get(cfg: Any, key: str, default: Any = None) -> Any:
+    from omegaconf import OmegaConf
+
+    v = OmegaConf.select(cfg, key, default=default)
+    return v
+
+
+def cfg_int(cfg: Any, key: str, default: int = 1) -> int:
+    v = cfg_get(cfg, key, default)
+    try:
+        return int(default if v is None else v)
+    except (TypeError, ValueError):
+        if unset_names(v):
+            return default  # the variables check names it
+        raise LaunchError(f"{key}={v!r}: expected an integer") from None
+
+
+def input_paths(cfg: Any) -> list[tuple[str, str]]:
+    """(key, path) of every local file or directory the run reads before its first step."""
+    out: list[tuple[str, str]] = []
+    for key in ("data.train_files", "data.val_files"):
+        v = cfg_get(cfg, key)
+        for p in (list(v) if v is not None and not isinstance(v, str) else [v]):
+            if p not in (None, ""):
+                out.append((key, str(p)))
+    model = str(cfg_get(cfg, "actor_rollout_ref.model.path", "") or "")
+    if model and not _is_hub_id(model):
+        out.append(("actor_rollout_ref.model.path", model))
+    for key in ("actor_rollout_ref.rollout.agent.agent_loop_config_path", "reward.custom_reward_function.path",
+                "data.custom_cls.path"):
+        v = cfg_get(cfg, key)
+        if v not in (None, "") and not str(v).startswith("pkg://"):
+            out.append((key, str(v)))
+    return [(k, p) for k, p in out if "://" not in p and not unset_names(p)]
+
+
+def _is_hub_id(path: str) -> bool:
+    """A model path that names a Hugging Face model (`org/name`), not a local directory: it is
+    not absolute, not `./`, `../`, `~`, and nothing of that name exists here."""
+    if unset_names(path) or path.startswith(("/", "./", "../", "~")) or _local(path).exists():
+        return False
+    return bool(_HUB_ID.match(path))
+
+
+def _local(path: str) -> Path:
+    """A path as the launch reads it: relative paths from the repository root (its working directory)."""
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else ROOT / p
+
+
+def file_checks(cfg: Any, made_by: Sequence[str] = ()) -> list[Check]:
+    """One check per input path: it exists, or (under a directory in `made_by`, the arguments of
+    the config's prepare: steps) it is made before the run and checked then."""
+    checks = []
+    for key, path in input_paths(cfg):
+        p = _local(path)
+        if any(str(p) == d or str(p).startswith(d.rstrip("/") + "/") for d in made_by):
+            checks.append(Check(f"file exists: {key}", True, f"{path} (made by the config's prepare: step; checked after it)",
+                                skipped=True, site=True))
+            continue
+        where = "" if Path(path).is_absolute() else f" (relative: read as {p})"
+        checks.append(Check(f"file exists: {key}", p.exists(), f"{path}{where}" + ("" if p.exists() else ": no such file or directory"),
+                            site=True))
+    return checks
+
+
+_STAND_IN = {"judge": ("synthetic", "answers Yes to every question", "TBT_JUDGE_SPEC=openai:URL#MODEL, or none when no task asks a judge"),
+             "user": ("scripted", "replies with the task's user context, no model", "TBT_USER_SPEC=openai:URL#MODEL")}
+
+
+def preflight(cfg: Any, env: Mapping[str, str], *, missing: Mapping[str, Sequence[str]] | None = None,
+              smoke: bool = False, made_by: Sequence[str] = (), entry: Entry | None = None) -> list[Check]:
+    """The rules of the module docstring, each as a `Check`: every problem of a config in one run."""
+    checks: list[Check] = []
+    if missing is not None:
+        checks.append(Check("variables set", not missing, "; ".join(
+            f"{name} is NOT set (needed by {', '.join(dict.fromkeys(keys))})" for name, keys in missing.items())
+            or "every ${env:NAME} without a default is set", brief=f"variables not set: {', '.join(missing)}", site=True))
+    nnodes, gpn = cfg_int(cfg, "trainer.nnodes"), cfg_int(cfg, "trainer.n_gpus_per_node")
+    checks += file_checks(cfg, made_by)
+    if nnodes > 1:
+        rel = [f"{k}={p}" for k, p in input_paths(cfg) if k in ("data.train_files", "data.val_files", "actor_rollout_ref.model.path")
+               and not Path(p).expanduser().is_absolute()]
+        checks.append(Check("data and model paths absolute on several nodes", not rel,
+                            f"{', '.join(rel)}: relative, so each of the {nnodes} nodes reads its own copy from its own "
+                            "working directory (give absolute paths on shared storage: TRAIN_FILE, VAL_FILE, MODEL_PATH)"
+                            if rel else f"trainer.nnodes={nnodes}: every data and model path is absolute"))
+    world = nnodes * gpn
+    have = node_gpus(env)
+    split = entry is not None and entry.split
+    if split:
+        checks += fully_async_checks(cfg, have)
+    else:
+        checks.append(Check("gpus per node", have is None or have == gpn,
+                            f"config n_gpus_per_node={gpn}" + (f", this node has {have}" if have is not None else
+                                                               " (no GPU count on this node: not compared)")))
+    for key in ("actor_rollout_ref.rollout.tensor_model_parallel_size", "actor_rollout_ref.actor.ulysses_sequence_parallel_size"):
+        if split and key.split(".")[1] == "rollout":
+            continue  # the rollout pool's (fully_async_checks)
+        size = cfg_int(cfg, key) or 1
+        checks.append(Check(f"{key.split('.')[-1]} divides the world", size >= 1 and world % size == 0,
+                            f"{key}={size}, world {nnodes}x{gpn}={world}"))
+    if not split:
+        bs, n = cfg_int(cfg, "data.train_batch_size"), cfg_int(cfg, "actor_rollout_ref.rollout.n")
+        checks.append(Check("train_batch_size x n divides across ranks", (bs * n) % world == 0,
+                            f"data.train_batch_size={bs} x rollout.n={n} = {bs * n} over {world} ranks"))
+    for part in ("rollout", "ref"):
+        a = cfg_get(cfg, f"actor_rollout_ref.{part}.log_prob_micro_batch_size")
+        b = cfg_get(cfg, f"actor_rollout_ref.{part}.log_prob_micro_batch_size_per_gpu")
+        checks.append(Check(f"one {part} log-prob micro-batch size", (a is None) != (b is None),
+                            f"log_prob_micro_batch_size={a}, log_prob_micro_batch_size_per_gpu={b} (set exactly one)"))
+    ckpt = str(cfg_get(cfg, "trainer.default_local_dir", ""))
+    local = ckpt.startswith(("/tmp/", "/var/tmp/", "/dev/shm/"))
+    rule = "checkpoint dir absolute" + (" and shared" if nnodes > 1 else "")
+    if unset_names(ckpt):
+        checks.append(Check(rule, True, f"trainer.default_local_dir waits for {', '.join(unset_names(ckpt))}", skipped=True))
+    else:
+        checks.append(Check(rule, ckpt.startswith("/") and not (nnodes > 1 and local),
+                            f"trainer.default_local_dir={ckpt}" + (" is node-local on a multi-node run" if nnodes > 1 and local else "")))
+    for role in ("user", "judge"):
+        spec = str(cfg_get(cfg, f"thinkingbox.{role}", "") or "")
+        kind, what, fix = _STAND_IN[role]
+        if spec.split(":")[0] == kind:
+            checks.append(Check(f"no {kind} {role} outside a smoke config", smoke,
+                                f"thinkingbox.{role}={spec} {what}" + (" (this is a smoke config: smoke: true)" if smoke else
+                                f": only a smoke config (top-level smoke: true) may train with it; set {fix}"), site=True))
+        if spec.startswith("openai:"):
+            key_env = re.search(r"key_env=([A-Za-z_][A-Za-z0-9_]*)", spec)
+            var = key_env.group(1) if key_env else f"TBT_{role.upper()}_API_KEY"
+            checks.append(Check(f"{role} endpoint variables", "#" in spec and bool(env.get(var)),
+                                f"thinkingbox.{role} is an openai: spec; {var} {'is set' if env.get(var) else 'is NOT set'}",
+                                site=True))
+    return checks
+
+
+def gpu_split(cfg: Any) -> str:
+    """The fully-async trainer's GPUs, as printed by the launch."""
+    rn, rg = cfg_int(cfg, "rollout.nnodes"), cfg_int(cfg, "rollout.n_gpus_per_node")
+    tn, tg = cfg_int(cfg, "trainer.nnodes"), cfg_int(cfg, "trainer.n_gpus_per_node")
+    tp = cfg_int(cfg, "actor_rollout_ref.rollout.tensor_model_parallel_size") or 1
+    at = "async_training."
+    mini, req, trig = (cfg_int(cfg, "actor_rollout_ref.actor.ppo_mini_batch_size"), cfg_int(cfg, at + "require_batches"),
+                       cfg_int(cfg, at + "trigger_parameter_sync_step"))
+    steps = cfg_int(cfg, "rollout.total_rollout_steps", 0) // max(1, mini * req * trig)
+    return (f"rollout {rn}x{rg}={rn * rg} GPUs ({rn * rg // max(1, tp)} replicas of tensor parallel {tp}), "
+            f"trainer {tn}x{tg}={tn * tg} GPUs; each update {mini * req} groups x rollout.n="
+            f"{cfg_int(cfg, 'actor_rollout_ref.rollout.n')}, a weight sync every {trig} update(s), staleness_threshold="
+            f"{cfg_get(cfg, at + 'staleness_threshold')}, partial_rollout={render(cfg_get(cfg, at + 'partial_rollout'))}, "
+            f"{steps} updates from rollout.total_rollout_steps={cfg_int(cfg, 'rollout.total_rollout_steps', 0)} prompts")
+
+
+def fully_async_checks(cfg: Any, have: int | None) -> list[Check]:
+    """The split (GPUs per node, the rollout pool's tensor parallel size, the trainer's batch over
+    its ranks), what verl 0.9.0's rollouter and trainer assert once Ray is up
+    (fully_async_rollouter.py, fully_async_trainer.py), and what our agent loop needs of them."""
+    rn, rg = cfg_int(cfg, "rollout.nnodes"), cfg_int(cfg, "rollout.n_gpus_per_node")
+    tn, tg = cfg_int(cfg, "trainer.nnodes"), cfg_int(cfg, "trainer.n_gpus_per_node")
+    per_node = rg + tg if rn == tn else max(rg, tg)  # equal node counts: both pools on every node
+    checks = [Check("gpus per node", have is None or have == per_node,
+                    f"rollout {rn}x{rg} + trainer {tn}x{tg}: {per_node} per node"
+                    + (f", this node has {have}" if have is not None else " (no GPU count on this node: not compared)"))]
+    tp = cfg_int(cfg, "actor_rollout_ref.rollout.tensor_model_parallel_size") or 1
+    checks.append(Check("tensor_model_parallel_size divides the rollout GPUs", tp >= 1 and rg % tp == 0,
+                        f"actor_rollout_ref.rollout.tensor_model_parallel_size={tp}, rollout.n_gpus_per_node={rg}"))
+    mini, req = cfg_int(cfg, "actor_rollout_ref.actor.ppo_mini_batch_size"), cfg_int(cfg, "async_training.require_batches")
+    n = cfg_int(cfg, "actor_rollout_ref.rollout.n")
+    checks.append(Check("ppo_mini_batch_size x n divides across trainer ranks", mini >= 1 and (mini * n) % (tn * tg) == 0,
+                        f"actor_rollout_ref.actor.ppo_mini_batch_size={mini} x rollout.n={n} = {mini * n} over "
+                        f"{tn * tg} trainer ranks (each update takes require_batches={req} of them)"))
+    for key, want, why in [
+            ("data.train_batch_size", 0, "the rollouter streams prompts one at a time"),
+            ("data.gen_batch_size", 1, "the rollouter streams prompts one at a time"),
+            ("actor_rollout_ref.hybrid_engine", False, "rollout and trainer have their own GPUs"),
+            ("actor_rollout_ref.rollout.mode", "async", "the rollout servers behind the agent loop"),
+            ("actor_rollout_ref.rollout.calculate_log_probs", True, "the rollout's log-probs are trained on"),
+            ("actor_rollout_ref.rollout.multi_turn.enable", True,
+             "otherwise the rollouter sets every row's agent_name to single_turn_agent and no episode is played"),
+            ("async_training.partial_rollout", True,
+             "otherwise a weight sync hands the agent loop the aborted turn, cut, as the model's turn")]:
+        v = cfg_get(cfg, key)
+        checks.append(Check(f"fully_async: {key}={render(want)}", v == want and type(v) is type(want),
+                            f"is {render(v)} ({why})"))
+    return checks
+
+
+def node_gpus(env: Mapping[str, str]) -> int | None:
+    """GPUs on this node: NODE_GPUS when set (a launcher node without GPUs, tests), else
+    `nvidia-smi -L`; None when neither says."""
+    if env.get("NODE_GPUS"):
+        return int(env["NODE_GPUS"])
+    try:
+        r = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return sum(1 for line in r.stdout.splitlines() if line.startswith("GPU ")) if r.returncode == 0 else None
+
+
+__all__ = ["Check", "LaunchError", "cfg_get", "cfg_int", "file_checks", "fully_async_checks", "gpu_split", "input_paths",
+           "node_gpus", "preflight", "render", "unset_names"]

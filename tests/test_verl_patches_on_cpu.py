@@ -377,6 +377,25 @@ def test_0005_the_engine_asks_for_exactly_the_log_probs_that_are_read(tmp_path, 
     short["attention_mask"][0, -1] = 0
     short["attention_mask"][0, 6] = 0
     assert mod._logprob_positions(short) is None
+    # a multi-turn response: the tool results inside it (response_mask 0) are never counted, so
+    # their log-probs are not computed; the model's own tokens are exactly as before
+    holes = {(0, 1), (2, 2), (2, 3)}  # (sequence, response token)
+    turns = _left_right_batch(prompt_lens, response_lens)
+    for i, j in holes:
+        turns["response_mask"][i, j] = 0
+    turns = left_right_2_no_padding(turns)
+    counted = mod._logprob_positions(turns)
+    by_token = [(i, j) for i, r in enumerate(response_lens) for j in range(r)]  # the order `keep` lists them in
+    expected = [p for p, ij in zip(read_positions, by_token) if ij not in holes]
+    assert counted.nonzero().flatten().tolist() == expected
+    nested_mask = turns.clone()
+    nested_mask["response_mask"] = torch.nested.as_nested_tensor(
+        [turns["response_mask"][i, :r] for i, r in enumerate(response_lens)], layout=torch.jagged)
+    assert torch.equal(mod._logprob_positions(nested_mask), counted)
+    # a response mask whose lengths disagree with the responses: every response position, as without one
+    wrong = turns.clone()
+    wrong["response_mask"] = torch.nested.as_nested_tensor([torch.ones(r + 1) for r in response_lens], layout=torch.jagged)
+    assert torch.equal(mod._logprob_positions(wrong), keep)
     # the forward must take the argument (patch 0006); a model class without it gets none
     assert not mod._takes_logprob_positions(torch.nn.Linear(2, 2))
 
@@ -408,22 +427,27 @@ def test_0006_the_fused_forward_computes_only_where_asked_and_the_same_there(tmp
         keep[0, 7:23] = True
         keep[1, 12:18] = True
     weights = torch.rand(rows, width, generator=gen)
+    entropy_weights = torch.rand(rows, width, generator=gen)
 
-    def run(module, **kw):
+    def run(module, entropy_loss=False, **kw):
         model.zero_grad()
         out = module.forward_with_torch_backend(model, input_ids=ids, position_ids=pos, attention_mask=mask,
                                                 return_dict=True, temperature=0.7, **kw)
-        (out.log_probs[keep] * weights[keep]).sum().backward()
+        loss = (out.log_probs[keep] * weights[keep]).sum()
+        # as verl's loss without an entropy coefficient: the entropy read, its gradient zero
+        loss = loss + (out.entropy[keep] * entropy_weights[keep]).sum() * (1.0 if entropy_loss else 0.0)
+        loss.backward()
         return out, {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
-    full, full_grads = run(stock)
-    part, part_grads = run(mod, logprob_positions=keep)
-    torch.testing.assert_close(part.log_probs[keep], full.log_probs[keep])
-    torch.testing.assert_close(part.entropy[keep], full.entropy[keep])
-    assert part.log_probs.shape == full.log_probs.shape and not part.log_probs[~keep].any() and not part.entropy[~keep].any()
-    assert full.log_probs[~keep].ne(0).all()  # stock computes every position
-    assert full_grads.keys() == part_grads.keys() and full_grads
-    for name, g in full_grads.items():
-        torch.testing.assert_close(part_grads[name], g, msg=name)
+    for entropy_loss in (False, True):
+        full, full_grads = run(stock, entropy_loss)
+        part, part_grads = run(mod, entropy_loss, logprob_positions=keep)
+        torch.testing.assert_close(part.log_probs[keep], full.log_probs[keep])
+        torch.testing.assert_close(part.entropy[keep], full.entropy[keep])
+        assert part.log_probs.shape == full.log_probs.shape and not part.log_probs[~keep].any() and not part.entropy[~keep].any()
+        assert full.log_probs[~keep].ne(0).all()  # stock computes every position
+        assert full_grads.keys() == part_grads.keys() and full_grads
+        for name, g in full_grads.items():
+            torch.testing.assert_close(part_grads[name], g, msg=f"{name} (entropy in the loss: {entropy_loss})")
     again, _ = run(mod)  # without the argument: every position, as stock
     torch.testing.assert_close(again.log_probs, full.log_probs)

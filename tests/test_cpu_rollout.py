@@ -1,6 +1,7 @@
 """The CPU rollout server (trainer/verl/cpu/rollout.py `HFTokenServer`, the class its Ray actor
 runs) on a real tiny Qwen3: a request that carries `sampling_params.seed` draws the same ids
-whatever the server generated before it; one without draws from the server's own generator."""
+whatever the server generated before it or beside it; one without draws from the server's own
+generator; a weight sync waits for the requests in flight, and they finish on the old weights."""
 
 from __future__ import annotations
 
@@ -37,3 +38,51 @@ def test_a_seeded_request_draws_the_same_ids_whatever_came_before(server):
 def test_unseeded_requests_draw_from_the_servers_generator(server):
     a, b = generate(server), generate(server)
     assert a[0] != b[0]  # the server's generator moved on between the two
+
+
+def _parallel_server(path, monkeypatch, slots: int):
+    from trainer.verl.cpu.rollout import HFTokenServer
+
+    monkeypatch.setenv("TBT_CPU_ROLLOUT_SLOTS", str(slots))
+    return HFTokenServer(str(path), max_model_len=256)
+
+
+def test_seeded_requests_in_parallel_draw_what_they_draw_alone(server, monkeypatch, tmp_path):
+    alone = [generate(server, seed=s) for s in (1, 2, 3, 4)]
+    two = _parallel_server(server.model.name_or_path, monkeypatch, 2)
+    assert two.slots == 2
+
+    async def together():
+        outs = await asyncio.gather(*(two.generate(PROMPT, {**SAMPLING, "seed": s}, request_id=f"r{s}") for s in (1, 2, 3, 4)))
+        return [(list(o.token_ids), list(o.log_probs)) for o in outs]
+
+    assert asyncio.run(together()) == alone
+
+
+def test_a_weight_sync_waits_for_the_requests_in_flight(server, monkeypatch):
+    import torch
+
+    two = _parallel_server(server.model.name_or_path, monkeypatch, 2)
+    before = generate(two, seed=5)
+    zeroed = {k: torch.zeros_like(v) for k, v in two.model.state_dict().items() if k != "lm_head.weight"}
+
+    async def race():
+        first = asyncio.create_task(two.generate(PROMPT, {**SAMPLING, "seed": 5}, request_id="a"))
+        await asyncio.sleep(0)  # the request holds its slot before the sync asks for all of them
+        sync = asyncio.create_task(two.update_weights(zeroed, global_steps=1))
+        out = await first
+        await sync
+        return (list(out.token_ids), list(out.log_probs))
+
+    assert asyncio.run(race()) == before  # generated whole on the weights it started with
+    after = generate(two, seed=5)
+    assert after != before and two.global_steps == 1  # the sync did land
+
+
+@pytest.mark.parametrize("bad", ["0", "two", "-1"])
+def test_a_bad_slot_count_is_refused_by_name(server, monkeypatch, bad):
+    monkeypatch.setenv("TBT_CPU_ROLLOUT_SLOTS", bad)
+    from trainer.verl.cpu.rollout import HFTokenServer
+
+    with pytest.raises(ValueError, match="TBT_CPU_ROLLOUT_SLOTS"):
+        HFTokenServer(str(server.model.name_or_path), max_model_len=256)

@@ -9,7 +9,9 @@ Three pieces, each registered through verl's own extension points (trainer/verl/
   ... as the replica and the checkpoint manager call them. The log-probs are those of the sampled
   tokens under `log_softmax(logits / temperature)`, the distribution verl's actor scores them
   with (`rollout.calculate_log_probs`; equal to vLLM's at temperature 1.0, sampling.yaml's).
-  Requests run one at a time (a lock): it is a correctness engine, not a fast one. A request
+  Requests run `$TBT_CPU_ROLLOUT_SLOTS` at a time (default 1), each in its own thread on
+  `$TBT_CPU_ROLLOUT_THREADS` torch threads (default 1): a correctness engine, not a fast one. A
+  request's ops are the same whatever runs beside it, so its seeded draws are too. A request
   with `sampling_params.seed` draws from its own generator seeded with it (the same ids whatever
   order requests come in); one without draws from the server's.
 - `HFCPUReplica` (`RolloutReplicaRegistry`, rollout.name=hf_cpu): launches one server per replica,
@@ -29,6 +31,7 @@ to `$TBT_CPU_PROBE_FILE` when that is set (tests compare them with the saved act
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -54,6 +57,18 @@ def server_name(replica_rank: int, node_rank: int = 0) -> str:
     return f"{NAME}_server_{replica_rank}_{node_rank}"
 
 
+def _env_count(name: str) -> int:
+    """A positive count from the environment (1 when unset); anything else is an error naming it."""
+    raw = os.environ.get(name, "").strip() or "1"
+    try:
+        n = int(raw)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ValueError(f"{name}={raw!r}: expected a whole number >= 1")
+    return n
+
+
 def token_logprobs(model: Any, prompt_ids: list[int], response_ids: list[int], temperature: float = 1.0) -> list[float]:
     """log p(response_ids[i] | prompt + response[:i]) under log_softmax(logits / temperature)."""
     ids = torch.tensor([list(prompt_ids) + list(response_ids)])
@@ -69,14 +84,18 @@ class HFTokenServer:
     def __init__(self, model_path: str, max_model_len: int, dtype: str = "float32", seed: int = 0):
         from transformers import AutoModelForCausalLM, GenerationConfig
 
-        torch.set_num_threads(max(1, int(os.environ.get("TBT_CPU_ROLLOUT_THREADS", "1"))))
+        torch.set_num_threads(_env_count("TBT_CPU_ROLLOUT_THREADS"))
         self.model = AutoModelForCausalLM.from_pretrained(model_path, torch_dtype=getattr(torch, dtype)).eval()
         gen = self.model.generation_config if self.model.generation_config is not None else GenerationConfig()
         eos = gen.eos_token_id if gen.eos_token_id is not None else self.model.config.eos_token_id
         self.eos = [eos] if isinstance(eos, int) else list(eos or [])
         self.pad = gen.pad_token_id if gen.pad_token_id is not None else (self.eos[0] if self.eos else 0)
         self.max_model_len = int(max_model_len)
-        self.lock = asyncio.Lock()
+        # generation takes one slot; a weight sync or a drain takes them all (nothing generates while
+        # the weights change)
+        self.slots = _env_count("TBT_CPU_ROLLOUT_SLOTS")
+        self.free = asyncio.Semaphore(self.slots)
+        self.sync_lock = asyncio.Lock()
         self.global_steps: Optional[int] = None
         self.syncs = 0
         self.requests = 0
@@ -92,7 +111,7 @@ class HFTokenServer:
         max_tokens = max(0, min(max_tokens, self.max_model_len - len(prompt_ids)))
         if max_tokens < 1:
             raise ValueError(f"prompt of {len(prompt_ids)} tokens leaves no room within max_model_len={self.max_model_len}")
-        async with self.lock:
+        async with self.free:
             t = time.perf_counter()
             ids, lps, stop = await asyncio.to_thread(self._sample, list(prompt_ids), max_tokens, params)
             self.seconds += time.perf_counter() - t
@@ -111,8 +130,19 @@ class HFTokenServer:
                       generator=generator)
         return turn.ids, turn.raw_logprobs, "completed"  # length-capped: vLLM's "length" is also "completed" to verl
 
+    @contextlib.asynccontextmanager
+    async def _all_slots(self) -> Any:
+        async with self.sync_lock:  # one taker of every slot at a time: two could each hold half
+            for _ in range(self.slots):
+                await self.free.acquire()
+            try:
+                yield
+            finally:
+                for _ in range(self.slots):
+                    self.free.release()
+
     async def update_weights(self, state: dict[str, torch.Tensor], global_steps: Optional[int] = None) -> dict[str, Any]:
-        async with self.lock:
+        async with self._all_slots():
             own = self.model.state_dict()
             missing = sorted(set(own) - set(state) - {"lm_head.weight"} if self.model.config.tie_word_embeddings else set(own) - set(state))
             extra = sorted(set(state) - set(own))
@@ -130,7 +160,7 @@ class HFTokenServer:
         return {"syncs": self.syncs}
 
     async def score(self, prompt_ids: list[int], response_ids: list[int], temperature: float = 1.0) -> list[float]:
-        async with self.lock:
+        async with self.free:
             return token_logprobs(self.model, prompt_ids, response_ids, temperature)
 
     async def stats(self) -> dict[str, Any]:
@@ -147,7 +177,7 @@ class HFTokenServer:
     async def release_kv_cache(self) -> None: ...
     async def resume_kv_cache(self) -> None: ...
     async def wait_for_requests_to_drain(self) -> None:
-        async with self.lock:
+        async with self._all_slots():
             return None
     async def abort_all_requests(self, reset_prefix_cache: bool = True) -> dict[str, Any]:
         return {"aborted_count": 0, "request_ids": []}
@@ -169,7 +199,8 @@ class HFCPUReplica(RolloutReplica):
                                 "max_concurrency": self.max_concurrency}
         if node_id is not None:
             opts["scheduling_strategy"] = ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)
-        env = {k: v for k, v in os.environ.items() if k in ("TBT_CPU_PROBE_FILE", "TBT_CPU_ROLLOUT_THREADS")}
+        env = {k: v for k, v in os.environ.items() if k in ("TBT_CPU_PROBE_FILE", "TBT_CPU_ROLLOUT_THREADS",
+                                                             "TBT_CPU_ROLLOUT_SLOTS")}
         if env:
             opts["runtime_env"] = {"env_vars": env}
         model_path = self.model_config.local_path if hasattr(self.model_config, "local_path") else self.model_config.path

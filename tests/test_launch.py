@@ -279,3 +279,26 @@ def test_a_config_names_its_own_sampling_file_and_the_laptop_config_uses_it(caps
         bad.write_text(f"extends: {ROOT / 'configs' / 'cpu_smoke.yaml'}\nsampling: {value}\n")
         assert main([], {**env, "CONFIG": str(bad)}) == 2
         assert said in capsys.readouterr().err
+
+
+def test_a_config_adds_to_the_prepare_steps_it_extends_unless_it_drops_them(tmp_path):
+    """`prepare:` steps add to those of the config extended (configs/cpu_smoke_async.yaml: the
+    smoke's model and pool, then its own); `inherit_prepare: false` runs only the config's own
+    (configs/laptop_grpo.yaml never builds the smoke's random model or probes its pool); a value
+    other than true or false is named with its file."""
+    from trainer.verl.launch import LaunchError, PREPARE, read_config
+
+    env = {"SMOKE_DIR": str(tmp_path / "smoke"), "CKPT_DIR": str(tmp_path / "ckpt"), "LAPTOP_DIR": str(tmp_path / "lap")}
+    smoke = [["-m", "trainer.verl.cpu.smoke", str(tmp_path / "smoke"), str(tmp_path / "ckpt")]]
+    assert read_config(ROOT / "configs" / "cpu_smoke.yaml", env)[PREPARE] == smoke
+    async_steps = read_config(ROOT / "configs" / "cpu_smoke_async.yaml", env)[PREPARE]
+    assert async_steps[0] == smoke[0] and len(async_steps) == 2
+    laptop = read_config(ROOT / "configs" / "laptop_grpo.yaml", env)[PREPARE]
+    assert [c[0] for c in laptop] == ["data/prepare_data.py"] and f"{tmp_path / 'lap'}/probes.jsonl" in laptop[0]
+    bare = tmp_path / "bare.yaml"
+    bare.write_text(f"extends: {ROOT / 'configs' / 'cpu_smoke.yaml'}\ninherit_prepare: false\n")
+    assert PREPARE not in read_config(bare, env)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(f"extends: {ROOT / 'configs' / 'cpu_smoke.yaml'}\ninherit_prepare: no-thanks\n")
+    with pytest.raises(LaunchError, match=r"bad\.yaml: inherit_prepare: expected true or false"):
+        read_config(bad, env)

@@ -36,6 +36,8 @@
    make it train on unpatched verl.
 5. A config may name `env:` (variables set for the run) and `prepare:` (argument lists run as
    `python ARGS` before it, e.g. building a local model: configs/cpu_smoke.yaml); both are printed.
+   Both add to those of the config it extends; `inherit_prepare: false` drops the inherited
+   `prepare:` steps (configs/laptop_grpo.yaml: its model and pool are not the smoke's).
    Its top-level `sampling: FILE` (read from the repository root; inherited through `extends:`)
    replaces configs/sampling.yaml as the sampling config of step 1 (configs/laptop_grpo.yaml:
    configs/sampling_laptop.yaml, which `tbt run --sampling` reads too).
@@ -156,6 +158,12 @@ def read_config(path: Path, env: Mapping[str, str], seen: tuple[Path, ...] = ())
     if base:
         out.update(read_config((path.parent / base).resolve(), env, seen + (path,)))
     prepare, variables = data.pop("prepare", None), data.pop("env", None)
+    if "inherit_prepare" in data:
+        inherit = data.pop("inherit_prepare")
+        if not isinstance(inherit, bool):
+            raise LaunchError(f"{path}: inherit_prepare: expected true or false, got {inherit!r}")
+        if not inherit:
+            out.pop(PREPARE, None)  # the steps of the configs it extends are not this run's
     if "smoke" in data:
         smoke = data.pop("smoke")
         if not isinstance(smoke, bool):

@@ -201,6 +201,47 @@ def test_concurrent_sessions_queue_and_stay_reproducible(hf):
     assert a.ids != b.ids
 
 
+def test_slots_generate_side_by_side_and_draw_what_one_at_a_time_draws(hf, model_dir, monkeypatch):
+    """`slots=2`: two turns run on the model at once (never three), each the ids and log-probs it
+    has alone."""
+    import threading
+    import time
+
+    from trainer.rollout import hf_sample
+
+    two = make_policy(f"hf:{model_dir},slots=2,max_tokens={TURN_TOKENS}")
+    assert two.slots == 2 and hf.slots == 1
+    prompt = prompt_ids(hf)
+
+    async def together(policy):
+        sessions = [policy.session(EpisodeInfo(WRITE_TASK, 0, seed)) for seed in (5, 6, 7)]
+        return await asyncio.gather(*(s.generate(prompt, max_tokens=8) for s in sessions))
+
+    alone = asyncio.run(together(hf))
+    inside, most, lock = [0], [0], threading.Lock()
+    real = hf_sample.sample
+
+    def counted(*args, **kw):  # how many turns are inside the model at once
+        with lock:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        time.sleep(0.2)  # the others get their chance to come in
+        try:
+            return real(*args, **kw)
+        finally:
+            with lock:
+                inside[0] -= 1
+
+    monkeypatch.setattr(hf_sample, "sample", counted)
+    side_by_side = asyncio.run(together(two))
+    assert most[0] == 2
+    assert [g.ids for g in side_by_side] == [g.ids for g in alone]
+    assert [g.logprobs for g in side_by_side] == [g.logprobs for g in alone]
+    most[0] = 0
+    asyncio.run(together(hf))
+    assert most[0] == 1  # one slot: one at a time
+
+
 def test_stops_on_either_stop_token_and_keeps_it(hf):
     """A generation that hits a stop token ends there with the token kept (the model is made
     to always say <|endoftext|> by a bias on its output layer, restored afterwards)."""
@@ -236,6 +277,8 @@ def test_spec_errors(model_dir, tmp_path):
         make_policy(f"hf:{model_dir},dtype=float8")
     with pytest.raises(SpecError, match="threads"):
         make_policy(f"hf:{model_dir},threads=zero")
+    with pytest.raises(SpecError, match="slots=0"):
+        make_policy(f"hf:{model_dir},slots=0")
     with pytest.raises(SpecError, match="top_p"):
         make_policy(f"hf:{model_dir},top_p=0")
 

@@ -407,3 +407,23 @@ def test_selection_bench_runs_small_with_its_frontier():
     assert len(rows) == 11 and any(ln.startswith("# meets every bar") for ln in lines)
     bad = subprocess.run(cmd + ["--middle", "1.5"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--middle 1.5" in bad.stderr
+
+
+def test_a_surplus_group_is_dropped_by_dispatch_order_not_by_its_random_id():
+    """verl's uids are uuid4s and the stock choice sorts a set of them by policy version alone, so
+    which of two surplus groups a refill leaves out (and what the step trains on) changed from run
+    to run; here the oldest version goes first and then the group dispatched first."""
+    import uuid
+
+    from trainer.verl.difficulty_verl import OnlineDifficultyReplayBuffer
+
+    for trial in range(20):
+        ids = [str(uuid.uuid4()) for _ in range(8)]  # in dispatch order: 6 of step 2, 2 refills of step 2
+        steps = {uid: 2 for uid in ids}
+        steps[ids[3]] = 1  # an older group still waiting: first, whatever its place
+        fake = types.SimpleNamespace(prompt_global_steps={"train": steps},
+                                     partitions={"train": {f"{uid}_0_0": {"status": "finished"} for uid in ids}})
+        sampleable = set(ids) - {ids[1]}  # one group evicted (zero variance)
+        chosen, partition, snapshot = OnlineDifficultyReplayBuffer._select_prompt_uids(fake, "train", sampleable, 6)
+        assert chosen == [ids[3], ids[0], ids[2], ids[4], ids[5], ids[6]], trial  # ids[7], the last refill, is the surplus
+        assert snapshot == steps and set(partition) == {f"{uid}_0_0" for uid in ids}

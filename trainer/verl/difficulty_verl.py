@@ -250,6 +250,16 @@ class OnlineDifficultyReplayBuffer(ReplayBuffer):
             self._bank = 2 * dapo - need
         return evicted, stale, dapo, metrics
 
+    def _select_prompt_uids(self, partition_id: str, sampleable_keys: set[str], batch_size: int):
+        """The stock choice (the oldest policy version first), its ties broken by dispatch order
+        (the order TransferQueue lists the prompts in) rather than by the iteration order of a set of
+        uuid4 group ids, which differs from run to run: when a refill leaves a surplus group, which
+        one is dropped, and so what the step trains on, is the same in every run of the same seeds."""
+        steps = self.prompt_global_steps[partition_id]
+        dispatched = {key: i for i, key in enumerate(steps)}
+        ordered = sorted(sampleable_keys, key=lambda key: (steps.get(key, 0), dispatched.get(key, len(dispatched)), key))
+        return ordered[:batch_size], dict(self.partitions[partition_id]), dict(steps)
+
     def sample(self, global_steps: int, partition_id: str, batch_size: int):
         if partition_id == "val":
             return super().sample(global_steps, partition_id, batch_size)

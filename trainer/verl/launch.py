@@ -141,6 +141,16 @@ def _fill_env(value: Any, env: Mapping[str, str], where: str) -> Any:
     return _ENV.sub(sub, value)
 
 
+def _flag(data: dict[str, Any], key: str, path: Path) -> bool | None:
+    """A config's top-level true/false key, popped from `data` (None when absent)."""
+    if key not in data:
+        return None
+    value = data.pop(key)
+    if not isinstance(value, bool):
+        raise LaunchError(f"{path}: {key}: expected true or false, got {value!r}")
+    return value
+
+
 def read_config(path: Path, env: Mapping[str, str], seen: tuple[Path, ...] = ()) -> dict[str, Any]:
     """The dotted overrides of a project config (its `extends:` first)."""
     if path in seen:
@@ -158,16 +168,10 @@ def read_config(path: Path, env: Mapping[str, str], seen: tuple[Path, ...] = ())
     if base:
         out.update(read_config((path.parent / base).resolve(), env, seen + (path,)))
     prepare, variables = data.pop("prepare", None), data.pop("env", None)
-    if "inherit_prepare" in data:
-        inherit = data.pop("inherit_prepare")
-        if not isinstance(inherit, bool):
-            raise LaunchError(f"{path}: inherit_prepare: expected true or false, got {inherit!r}")
-        if not inherit:
-            out.pop(PREPARE, None)  # the steps of the configs it extends are not this run's
-    if "smoke" in data:
-        smoke = data.pop("smoke")
-        if not isinstance(smoke, bool):
-            raise LaunchError(f"{path}: smoke: expected true or false, got {smoke!r}")
+    if _flag(data, "inherit_prepare", path) is False:
+        out.pop(PREPARE, None)  # the steps of the configs it extends are not this run's
+    smoke = _flag(data, "smoke", path)
+    if smoke is not None:
         out[SMOKE] = smoke
     if "entrypoint" in data:
         entry = data.pop("entrypoint")

@@ -302,3 +302,22 @@ def test_a_config_adds_to_the_prepare_steps_it_extends_unless_it_drops_them(tmp_
     bad.write_text(f"extends: {ROOT / 'configs' / 'cpu_smoke.yaml'}\ninherit_prepare: no-thanks\n")
     with pytest.raises(LaunchError, match=r"bad\.yaml: inherit_prepare: expected true or false"):
         read_config(bad, env)
+
+
+def test_skip_prepare_leaves_the_steps_to_the_caller_and_still_checks_what_they_make(capsys, tmp_path):
+    """`SKIP_PREPARE=true` (`tbt quickstart --train` ran the pool's step to count it): the step is
+    printed as skipped and not run, what it makes is still checked; without it the step runs (here
+    it fails: no probes); a value other than true or false is named."""
+    (tmp_path / "laptop" / "warm").mkdir(parents=True)
+    env = {**BASE_ENV, "LAPTOP_DIR": str(tmp_path / "laptop"), "CKPT_DIR": str(tmp_path / "ckpt"),
+           "CONFIG": str(ROOT / "configs" / "laptop_grpo.yaml")}
+    assert main([], {**env, "SKIP_PREPARE": "true"}) == 1
+    out = capsys.readouterr()
+    assert "(skipped: SKIP_PREPARE, run by the caller)" in out.out and "prepare step failed" not in out.err
+    assert "error: the prepare: step did not make file exists: data.train_files" in out.err
+    assert f"{tmp_path / 'laptop'}/pool/train.parquet" in out.out
+    assert main([], env) != 0
+    out = capsys.readouterr()
+    assert "error: prepare step failed" in out.err and "skipped" not in out.out
+    assert main([], {**env, "SKIP_PREPARE": "maybe"}) == 2
+    assert "SKIP_PREPARE=maybe: expected true or false" in capsys.readouterr().err

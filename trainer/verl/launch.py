@@ -38,6 +38,8 @@
    `python ARGS` before it, e.g. building a local model: configs/cpu_smoke.yaml); both are printed.
    Both add to those of the config it extends; `inherit_prepare: false` drops the inherited
    `prepare:` steps (configs/laptop_grpo.yaml: its model and pool are not the smoke's).
+   `SKIP_PREPARE=true` says the caller ran them already (`tbt quickstart --train` does, to count
+   the pool): they are printed as skipped and not run again; what they make is checked all the same.
    Its top-level `sampling: FILE` (read from the repository root; inherited through `extends:`)
    replaces configs/sampling.yaml as the sampling config of step 1 (configs/laptop_grpo.yaml:
    configs/sampling_laptop.yaml, which `tbt run --sampling` reads too).
@@ -326,6 +328,14 @@ def dry_run(env: Mapping[str, str]) -> str | None:
     return DRY_RUNS[value.lower()]
 
 
+def skip_prepare(env: Mapping[str, str]) -> bool:
+    """`SKIP_PREPARE` (module docstring, point 5): true when the caller ran the prepare: steps."""
+    value = env.get("SKIP_PREPARE", "")
+    if value.lower() not in ("", "0", "false", "no", "1", "true", "yes"):
+        raise LaunchError(f"SKIP_PREPARE={value}: expected true or false")
+    return value.lower() in ("1", "true", "yes")
+
+
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
     env = dict(os.environ if env is None else env)
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -333,7 +343,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         print(__doc__.strip() + "\n\nExamples: scripts/run_train.sh --help")
         return 0
     try:
-        mode = dry_run(env)
+        mode, skip = dry_run(env), skip_prepare(env)
         overrides, cfg, checks, extras = plan(argv, env)
     except LaunchError as e:
         print(redact(f"error: {e}", env), file=sys.stderr)
@@ -347,7 +357,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         for k, v in extras.env.items():
             print(redact(f"{k}={v}", {**env, **extras.env}))
         for c in extras.prepare:
-            print(redact("python " + " ".join(c), env))
+            print(redact("python " + " ".join(c) + ("   (skipped: SKIP_PREPARE, run by the caller)" if skip else ""), env))
     dry, lenient = mode is not None, mode == "true"  # DRY_RUN=true: inputs of the launch site may be missing
     print("# preflight")
     for c in checks:
@@ -387,7 +397,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     # working_dir verl leaves unset (TypeError: path_or_uri must be a string): the workers run
     # this interpreter, as they do under scripts/run_train.sh from a shell
     env.setdefault(UV_RAY_HOOK, "0")
-    for c in extras.prepare:
+    for c in [] if skip else extras.prepare:
         rc = subprocess.call([sys.executable, *c], env=env, cwd=str(ROOT))
         if rc != 0:
             print(f"error: prepare step failed (exit {rc}): python {' '.join(c)}", file=sys.stderr)

@@ -193,7 +193,10 @@ def train_loop(plan: TrainPlan, say: Callable[[str], None]) -> dict[str, Any]:
                "LR": str(plan.lr), "CONFIG": CONFIG, "EXPERIMENT": "quickstart-train"}
         # every pool task in every step, one update over all their groups (configs/laptop_grpo.yaml),
         # unless the caller set BATCH
-        env["BATCH"] = os.environ.get("BATCH") or str(pool_tasks(run, {**env, **run.env}))
+        if os.environ.get("BATCH"):
+            env["BATCH"] = os.environ["BATCH"]
+        else:  # pool_tasks runs the config's prepare step: the launch then only checks the pool it made
+            env.update(BATCH=str(pool_tasks(run, {**env, **run.env})), SKIP_PREPARE="true")
         run.stage(3, "GRPO", ["bash", str(ROOT / "scripts" / "run_train.sh")], env=env,
                   watch=lambda: f"step {min(_steps(metrics), plan.steps)}/{plan.steps} done")
     if (trained / "config.json").is_file():

@@ -330,6 +330,7 @@ def test_the_sampler_through_verl_learns_from_group_rewards_and_resumes(pool, fa
         failed = sum(1 for s, _ in rollout.failed if s == n)
         assert len(rolled) == BATCH + uniform + failed, (n, rolled)  # one refill per evicted group
         assert metrics.get("training/filter_groups/evicted_samples", 0) == uniform
+        assert "training/filter_groups/discarded_surplus_samples" not in metrics, (n, metrics)  # none rolled in vain
         assert metrics["training/online_difficulty/groups"] == len(rolled) - failed
         if n == 4:
             saved = t.train_dataloader.state_dict()  # what _save_checkpoint writes to global_step_4/data.pt
@@ -407,6 +408,27 @@ def test_selection_bench_runs_small_with_its_frontier():
     assert len(rows) == 11 and any(ln.startswith("# meets every bar") for ln in lines)
     bad = subprocess.run(cmd + ["--middle", "1.5"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--middle 1.5" in bad.stderr
+
+
+def test_a_zero_variance_group_is_replaced_by_one_group_not_two(pool, fake_tq, tmp_path):
+    """Stock sync DAPO dispatches two refills for each zero-variance group and throws the surplus
+    away once the batch is full; here one group is owed and one is rolled out, also when the count
+    is odd (the first group of the run passes whole, every later one is mixed)."""
+    pool_dir, train, _ = pool
+    groups: list[int] = []
+
+    def rewards(play: int) -> list[int]:
+        groups.append(play)
+        return [1] * 8 if len(groups) == 1 else [1, 0] * 4
+
+    rollout = FakeRollout(fake_tq, dict.fromkeys(train, rewards))
+    t = trainer(compose(pool_dir, tmp_path / "ckpt"), fake_tq, rollout)
+    tasks, metrics = step(t, fake_tq, 1)
+    assert len(rollout.rolled) == BATCH + 1, rollout.rolled
+    assert metrics["training/filter_groups/evicted_samples"] == 1
+    assert "training/filter_groups/discarded_surplus_samples" not in metrics, metrics
+    tasks2, metrics2 = step(t, fake_tq, 2)  # nothing owed is carried into the next step
+    assert len(rollout.rolled) == 2 * BATCH + 1 and "training/filter_groups/evicted_samples" not in metrics2
 
 
 def test_a_surplus_group_is_dropped_by_dispatch_order_not_by_its_random_id():

@@ -195,7 +195,9 @@ class OnlineDifficultyReplayBuffer(ReplayBuffer):
                          max_inflight_gen_batches=int(fg.get("max_inflight_gen_batches", 1)) if metric else 1)
         self.log = GroupLog(Settings.from_root(root).dir / "groups.jsonl")
         self._logged: set[str] = set()  # group uids already in the log
-        self._bank = 0  # refill credits granted beyond one per evicted group (see _evict_terminal_groups)
+        self._owed = 0  # groups evicted in this sample() and not yet replaced (see _refill_once)
+        if self.refill_fn is not None:
+            self._dispatch, self.refill_fn = self.refill_fn, self._refill_once
         self._step_groups: Counter = Counter()
 
     def _terminal_eviction_reasons(self, global_steps: int, partition_id: str):
@@ -242,13 +244,19 @@ class OnlineDifficultyReplayBuffer(ReplayBuffer):
 
     def _evict_terminal_groups(self, global_steps: int, partition_id: str, eviction_reasons):
         evicted, stale, dapo, metrics = super()._evict_terminal_groups(global_steps, partition_id, eviction_reasons)
-        if dapo:
-            # stock sync sample() turns this count into `2 * count` refill credits; report half
-            # (rounded up, the extra credit banked) so that each evicted group is refilled once
-            need = dapo - self._bank
-            dapo = max(0, -(-need // 2))
-            self._bank = 2 * dapo - need
+        _, dapo_uids, failed_uids, _ = eviction_reasons
+        self._owed += len(dapo_uids | failed_uids)  # stale ones are not replaced (nor are they by stock)
         return evicted, stale, dapo, metrics
+
+    def _refill_once(self, count: int) -> None:
+        """The trainer's refill, for at most the groups still owed: stock sync sample() grants two
+        refill credits per zero-variance group (its refills are random, so often uniform again; these
+        are picked to be mixed) and drops the surplus once the batch is full. One group each saves
+        rolling out a group that is thrown away, and the wait for it."""
+        n = min(count, self._owed)
+        self._owed -= n
+        if n:
+            self._dispatch(n)
 
     def _select_prompt_uids(self, partition_id: str, sampleable_keys: set[str], batch_size: int):
         """The stock choice (the oldest policy version first), its ties broken by dispatch order
@@ -263,7 +271,7 @@ class OnlineDifficultyReplayBuffer(ReplayBuffer):
     def sample(self, global_steps: int, partition_id: str, batch_size: int):
         if partition_id == "val":
             return super().sample(global_steps, partition_id, batch_size)
-        self._bank, self._step_groups = 0, Counter()
+        self._owed, self._step_groups = 0, Counter()
         batch, metrics = super().sample(global_steps, partition_id, batch_size)
         self.log.append([{"end_step": global_steps}])
         seen = self._step_groups["mixed"] + self._step_groups["uniform"]

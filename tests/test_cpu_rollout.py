@@ -1,7 +1,8 @@
 """The CPU rollout server (trainer/verl/cpu/rollout.py `HFTokenServer`, the class its Ray actor
 runs) on a real tiny Qwen3: a request that carries `sampling_params.seed` draws the same ids
 whatever the server generated before it or beside it; one without draws from the server's own
-generator; a weight sync waits for the requests in flight, and they finish on the old weights."""
+generator; a weight sync waits for the requests in flight, and they finish on the old weights; a
+request id's next turn prefills only what its prompt adds, until a weight sync drops every prefix."""
 
 from __future__ import annotations
 
@@ -22,8 +23,11 @@ def server(tmp_path_factory):
     return HFTokenServer(str(path), max_model_len=256)
 
 
-def generate(server, **params):
-    out = asyncio.run(server.generate(PROMPT, {**SAMPLING, **params}, request_id="r"))
+def generate(server, prompt=PROMPT, request_id=None, **params):
+    """One request; each its own request id (episode) unless one is given."""
+    import uuid
+
+    out = asyncio.run(server.generate(prompt, {**SAMPLING, **params}, request_id=request_id or uuid.uuid4().hex))
     return list(out.token_ids), list(out.log_probs)
 
 
@@ -85,4 +89,42 @@ def test_a_bad_slot_count_is_refused_by_name(server, monkeypatch, bad):
     from trainer.verl.cpu.rollout import HFTokenServer
 
     with pytest.raises(ValueError, match="TBT_CPU_ROLLOUT_SLOTS"):
+        HFTokenServer(str(server.model.name_or_path), max_model_len=256)
+
+
+def test_a_request_ids_next_turn_reuses_its_history_until_a_weight_sync(server, monkeypatch):
+    """Our agent loop sends one request id per episode: its second turn prefills only the tool
+    result it adds (and draws what a fresh request draws); another id shares nothing; a weight
+    sync drops every prefix (their keys and values are the old weights'); beyond the budget the
+    least recently used goes; a bad budget is refused by name."""
+    import torch
+
+    from trainer.verl.cpu.rollout import HFTokenServer
+
+    fresh = HFTokenServer(str(server.model.name_or_path), max_model_len=256)
+    ids, _ = generate(fresh, request_id="episode", seed=3)
+    assert fresh.reused == 0
+    second = PROMPT + ids + [151644, 872, 198, 14990, 151645, 198, 151644, 77091, 198]  # a tool result, the next turn
+    cached = generate(fresh, second, request_id="episode", seed=4)
+    assert fresh.reused == len(PROMPT) + len(ids) - 1
+    whole = generate(fresh, second, seed=4)  # a new id: prefilled whole
+    assert fresh.reused == len(PROMPT) + len(ids) - 1
+    assert cached[0] == whole[0] and cached[1] == pytest.approx(whole[1], abs=1e-5)
+    asyncio.run(fresh.update_weights({k: v.clone() for k, v in fresh.model.state_dict().items()
+                                      if k != "lm_head.weight"}, global_steps=1))
+    assert not fresh.prefixes
+    generate(fresh, second, request_id="episode", seed=4)
+    assert fresh.reused == len(PROMPT) + len(ids) - 1  # nothing reused after the sync
+
+    monkeypatch.setenv("TBT_CPU_ROLLOUT_PREFIX_MB", "1")
+    small = HFTokenServer(str(server.model.name_or_path), max_model_len=256)
+    per_token = small.model.config.num_hidden_layers * 2 * small.model.config.num_key_value_heads * \
+        small.model.config.head_dim * torch.float32.itemsize
+    assert small.prefix_tokens == 2**20 // per_token
+    small.prefix_tokens = len(PROMPT) + 20  # room for one history
+    generate(small, request_id="a", seed=1)
+    generate(small, request_id="b", seed=1)
+    assert list(small.prefixes) == ["b"]  # "a", used least recently, went
+    monkeypatch.setenv("TBT_CPU_ROLLOUT_PREFIX_MB", "lots")
+    with pytest.raises(ValueError, match="TBT_CPU_ROLLOUT_PREFIX_MB"):
         HFTokenServer(str(server.model.name_or_path), max_model_len=256)

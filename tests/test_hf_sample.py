@@ -7,7 +7,7 @@ import pytest
 torch = pytest.importorskip("torch")
 from transformers import Qwen3Config, Qwen3ForCausalLM, TopKLogitsWarper, TopPLogitsWarper  # noqa: E402
 
-from trainer.rollout.hf_sample import keep, sample  # noqa: E402
+from trainer.rollout.hf_sample import Prefix, keep, sample  # noqa: E402
 
 
 def warped(scaled, top_k, top_p):
@@ -142,3 +142,30 @@ def test_the_race_is_the_categorical_distribution_of_any_slice_of_the_vocabulary
         counts[race(ids, values, g)] += 1
     p = torch.softmax(values, -1)
     assert ((counts / 6000 - p).abs() <= 4 * (p * (1 - p) / 6000).sqrt()).all(), counts
+
+
+def test_a_prefix_prefills_only_what_each_turn_adds_and_draws_what_a_whole_prefill_draws(tiny):
+    """An episode's turns with its `Prefix`: each turn reuses the keys and values of the history it
+    extends (the last prompt token is run again for its logits) and draws the ids a prefill of the
+    whole context draws with the same seeds, their log-probs equal up to float rounding; a prompt
+    that departs from the history (a re-rendered turn) reuses only the common part; a capped turn
+    leaves the cache holding every id but its last."""
+    g = torch.Generator().manual_seed(1)
+    history = torch.randint(0, 512, (40,), generator=g).tolist()
+    prefix = Prefix()
+    prompt, expected = list(history), 0
+    for n in range(4):
+        kw = dict(temperature=0.8, top_k=50, top_p=0.95, generator=torch.Generator().manual_seed(n))
+        cached = sample(tiny, prompt, 6 + n, prefix=prefix, **kw)
+        whole = sample(tiny, prompt, 6 + n, **{**kw, "generator": torch.Generator().manual_seed(n)})
+        assert cached.ids == whole.ids and not cached.stopped
+        assert cached.raw_logprobs == pytest.approx(whole.raw_logprobs, abs=1e-5)
+        assert prefix.ids == (prompt + cached.ids)[:-1] and prefix.past.get_seq_length() == len(prefix.ids)
+        assert cached.reused == expected  # turn 0: nothing; then the last turn's prompt and ids but its last
+        expected = len(prompt) + len(cached.ids) - 1
+        prompt = prompt + cached.ids + torch.randint(0, 512, (5,), generator=g).tolist()  # a tool result
+    edited = prompt[:30] + [(prompt[30] + 1) % 512] + prompt[31:]  # history re-rendered from token 30 on
+    turn = sample(tiny, edited, 4, temperature=0, prefix=prefix)
+    assert turn.reused == 30 and turn.ids == sample(tiny, edited, 4, temperature=0).ids
+    again = sample(tiny, edited, 4, temperature=0, prefix=prefix)  # the same prompt: all but its last token
+    assert again.reused == len(edited) - 1 and again.ids == turn.ids

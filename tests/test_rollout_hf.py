@@ -159,6 +159,19 @@ def generate(policy, seed, prompt, max_tokens=8):
     return asyncio.run(session.generate(prompt, max_tokens=max_tokens))
 
 
+def test_a_session_keeps_its_episodes_history_between_turns(hf):
+    """Each episode's session holds its own KV cache: after a turn it holds the prompt and the
+    turn's ids (all but the last, never run), the next turn extends it; another episode starts empty."""
+    session = hf.session(EpisodeInfo(WRITE_TASK, 0, 3))
+    prompt = prompt_ids(hf)
+    first = asyncio.run(session.generate(prompt, max_tokens=8))
+    assert session.prefix.ids == (prompt + first.ids)[:-1] and session.prefix.past.get_seq_length() == len(session.prefix.ids)
+    after = prompt + first.ids + prompt_ids(hf)
+    second = asyncio.run(session.generate(after, max_tokens=8))
+    assert session.prefix.ids == (after + second.ids)[:-1]
+    assert hf.session(EpisodeInfo(WRITE_TASK, 0, 4)).prefix.ids == []
+
+
 def step_logprobs(policy, prompt, ids, temperature):
     """log-softmax(logits / temperature) of each generated id, by one forward pass."""
     import torch

@@ -28,7 +28,9 @@ Sampling is trainer/rollout/hf_sample.py's (vLLM's order: temperature, top-k, to
 spares a sort of the whole vocabulary at every token). Reproducibility: each turn draws from its own
 `torch.Generator` seeded from (episode seed, call index), so an episode with the same seed yields the
 same ids, whatever else runs in the process or beside it. The model is run by `slots` threads at a
-time (a semaphore per policy object): further concurrent episodes queue.
+time (a semaphore per policy object): further concurrent episodes queue. Each episode keeps its KV
+cache between its turns (hf_sample's `Prefix`, dropped with the episode's session): a turn prefills
+only what its prompt adds to the history, as vLLM's prefix cache does.
 """
 
 from __future__ import annotations
@@ -91,9 +93,10 @@ class HFPolicy(Policy):
     def session(self, info: EpisodeInfo) -> PolicySession:
         return _Session(self, info.seed)
 
-    def sample(self, prompt_ids: list[int], max_tokens: int, seed: int) -> Generation:
+    def sample(self, prompt_ids: list[int], max_tokens: int, seed: int, prefix: Any = None) -> Generation:
         """One turn, synchronously (the session runs it in a worker thread): trainer/rollout/hf_sample.py
-        (vLLM's order: temperature, top-k, top-p), drawn from a generator seeded with `seed`.
+        (vLLM's order: temperature, top-k, top-p), drawn from a generator seeded with `seed`; with
+        `prefix` (an hf_sample `Prefix`, the episode's) only what the prompt adds to it is prefilled.
 
         `logprobs` are those of the distribution the token was drawn from: top_k and top_p applied
         and renormalized (transformers' `output_scores`; the raw logits when greedy). With
@@ -107,7 +110,8 @@ class HFPolicy(Policy):
         s = self.sampling
         with self.free:
             turn = sample(self.model, prompt_ids, max_tokens, temperature=s.temperature, top_k=s.top_k or 0,
-                          top_p=s.top_p, stop_ids=self.stop_ids, generator=torch.Generator().manual_seed(seed))
+                          top_p=s.top_p, stop_ids=self.stop_ids, generator=torch.Generator().manual_seed(seed),
+                          prefix=prefix)
         return Generation(ids=turn.ids, logprobs=turn.logprobs, input_tokens=len(prompt_ids), output_tokens=len(turn.ids))
 
 
@@ -130,13 +134,16 @@ def _load(path: str, dtype: Any, spec: str) -> tuple[Any, Any]:
 
 class _Session(PolicySession):
     def __init__(self, policy: HFPolicy, seed: int):
+        from trainer.rollout.hf_sample import Prefix
+
         self.policy, self.seed = policy, seed
         self.calls = 0
+        self.prefix = Prefix()  # this episode's KV cache between its turns
 
     async def generate(self, prompt_ids: list[int], *, max_tokens: int) -> Generation:
         seed = stable_seed("hf", self.seed, self.calls)
         self.calls += 1
-        return await asyncio.to_thread(self.policy.sample, list(prompt_ids), max_tokens, seed)
+        return await asyncio.to_thread(self.policy.sample, list(prompt_ids), max_tokens, seed, self.prefix)
 
 
 __all__ = ["DTYPES", "HFPolicy"]

@@ -21,6 +21,14 @@ without top-k the whole vocabulary is sorted, as there (unless top-p is 1 too: t
 and the draw reads the softmax directly, no sort). The prompt's prefill computes the logits
 of its last position only (`logits_to_keep=1`).
 
+An episode's turns share their history: with a `Prefix` (one per episode, kept by its caller
+between turns) a turn prefills only what its prompt adds to the ids the prefix's KV cache holds
+(the longest common prefix; the last prompt token is always run, its logits are the first
+draw's), and leaves the cache holding its prompt and what it generated. Its keys and values were
+computed one turn's prefill and one token's decode at a time instead of in one prefill of the
+whole context: equal up to float rounding (~1e-6), so a draw differs only where two tokens tie
+that closely; an episode that keeps its own prefix computes them the same way every run.
+
 Each drawn token comes with two log-probs: `logprobs`, under the distribution it was drawn from
 (top-k and top-p renormalized: transformers' `output_scores`), and `raw_logprobs`, under
 log_softmax(logits / temperature) (vLLM's default `logprobs`); greedy gives log_softmax(logits)
@@ -30,7 +38,7 @@ splitmix64 of key and id), so a seeded generator gives the same ids every time.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 
@@ -40,6 +48,32 @@ class Turn:
     logprobs: list[float]
     raw_logprobs: list[float]
     stopped: bool  # ended on a stop id (kept as the last id); False: max_tokens reached
+    reused: int = 0  # prompt tokens whose keys and values came from the prefix (not prefilled)
+
+
+@dataclass
+class Prefix:
+    """One episode's KV cache between its turns: `past` holds the keys and values of `ids`."""
+    ids: list[int] = field(default_factory=list)
+    past: Any = None
+
+    def take(self, prompt: Sequence[int]) -> tuple[Any, int]:
+        """(the cache cut to the longest common prefix of `ids` and `prompt`, its length), leaving at
+        least the prompt's last token to run; (None, 0) when nothing is shared or the cache cannot be
+        cut (a cache type without `crop`). The prefix is empty afterwards until `keep`."""
+        past, ids, self.past, self.ids = self.past, self.ids, None, []
+        n = 0
+        for a, b in zip(ids, prompt[:-1]):
+            if a != b:
+                break
+            n += 1
+        if past is None or n == 0 or not hasattr(past, "crop"):
+            return None, 0
+        past.crop(n)
+        return (past, n) if past.get_seq_length() == n else (None, 0)
+
+    def keep(self, ids: list[int], past: Any) -> None:
+        self.ids, self.past = ids, past
 
 
 def keep(scaled: Any, top_k: int, top_p: float) -> tuple[Any, Any]:
@@ -79,14 +113,16 @@ def race(ids: Any, values: Any, generator: Any = None) -> int:
 
 
 def sample(model: Any, prompt_ids: Sequence[int], max_tokens: int, *, temperature: float = 1.0, top_k: int = 0,
-           top_p: float = 1.0, stop_ids: Sequence[int] = (), generator: Any = None) -> Turn:
+           top_p: float = 1.0, stop_ids: Sequence[int] = (), generator: Any = None, prefix: Prefix | None = None) -> Turn:
     import torch
 
     stops = set(int(s) for s in stop_ids)
-    turn = Turn([], [], [], False)
+    prompt = list(prompt_ids)
+    past, start = prefix.take(prompt) if prefix is not None else (None, 0)
+    turn = Turn([], [], [], False, start)
     with torch.inference_mode():
-        out = model(input_ids=torch.tensor([list(prompt_ids)]), use_cache=True, logits_to_keep=1)
-        for _ in range(max_tokens):
+        out = model(input_ids=torch.tensor([prompt[start:]]), past_key_values=past, use_cache=True, logits_to_keep=1)
+        for i in range(max_tokens):
             logits = out.logits[0, -1].float()
             if temperature <= 0:
                 tok = int(torch.argmax(logits))
@@ -109,8 +145,12 @@ def sample(model: Any, prompt_ids: Sequence[int], max_tokens: int, *, temperatur
             if tok in stops:
                 turn.stopped = True
                 break
-            out = model(input_ids=torch.tensor([[tok]]), past_key_values=out.past_key_values, use_cache=True)
+            if i + 1 < max_tokens:  # the last id of a capped turn is never run
+                out = model(input_ids=torch.tensor([[tok]]), past_key_values=out.past_key_values, use_cache=True)
+    if prefix is not None:  # the cache holds the prompt and every drawn id but the last
+        past = out.past_key_values
+        prefix.keep((prompt + turn.ids)[:past.get_seq_length()], past)
     return turn
 
 
-__all__ = ["Turn", "keep", "race", "sample"]
+__all__ = ["Prefix", "Turn", "keep", "race", "sample"]

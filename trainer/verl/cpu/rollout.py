@@ -13,7 +13,11 @@ Three pieces, each registered through verl's own extension points (trainer/verl/
   `$TBT_CPU_ROLLOUT_THREADS` torch threads (default 1): a correctness engine, not a fast one. A
   request's ops are the same whatever runs beside it, so its seeded draws are too. A request
   with `sampling_params.seed` draws from its own generator seeded with it (the same ids whatever
-  order requests come in); one without draws from the server's.
+  order requests come in); one without draws from the server's. Each request id (our agent loop
+  sends one per episode, a sticky session as for vLLM's prefix cache) keeps its KV cache between
+  its turns (hf_sample's `Prefix`: a turn prefills only what its prompt adds), least recently used
+  dropped beyond `$TBT_CPU_ROLLOUT_PREFIX_MB` (default 1024) and all of them at a weight sync (their
+  keys and values are the old weights').
 - `HFCPUReplica` (`RolloutReplicaRegistry`, rollout.name=hf_cpu): launches one server per replica,
   named `hf_cpu_server_<replica>_0`, on the node of the replica's first trainer rank.
 - `HFServerAdapter` (verl's `_ROLLOUT_REGISTRY[("hf_cpu", "async")]`): the rollout object inside
@@ -36,6 +40,7 @@ import json
 import logging
 import os
 import time
+from collections import OrderedDict
 from typing import Any, Generator, Optional
 
 import ray
@@ -44,7 +49,7 @@ import torch
 from verl.workers.rollout.base import BaseRollout
 from verl.workers.rollout.replica import RolloutReplica, TokenOutput
 
-from trainer.rollout.hf_sample import sample
+from trainer.rollout.hf_sample import Prefix, sample
 
 log = logging.getLogger(__name__)
 
@@ -57,9 +62,9 @@ def server_name(replica_rank: int, node_rank: int = 0) -> str:
     return f"{NAME}_server_{replica_rank}_{node_rank}"
 
 
-def _env_count(name: str) -> int:
-    """A positive count from the environment (1 when unset); anything else is an error naming it."""
-    raw = os.environ.get(name, "").strip() or "1"
+def _env_count(name: str, default: int = 1) -> int:
+    """A positive count from the environment (`default` when unset); anything else is an error naming it."""
+    raw = os.environ.get(name, "").strip() or str(default)
     try:
         n = int(raw)
     except ValueError:
@@ -100,8 +105,15 @@ class HFTokenServer:
         self.syncs = 0
         self.requests = 0
         self.generated = 0
+        self.reused = 0  # prompt tokens served from a request's prefix instead of prefilled
         self.seconds = 0.0
         self.generator = torch.Generator().manual_seed(seed)
+        cfg = self.model.config
+        heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
+        head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        per_token = 2 * cfg.num_hidden_layers * heads * head_dim * self.model.dtype.itemsize
+        self.prefix_tokens = _env_count("TBT_CPU_ROLLOUT_PREFIX_MB", 1024) * 2**20 // per_token
+        self.prefixes: OrderedDict[str, Prefix] = OrderedDict()  # request id -> its KV cache, oldest use first
 
     # -- what verl's server client and replica call
     async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any], request_id: str,
@@ -113,22 +125,34 @@ class HFTokenServer:
             raise ValueError(f"prompt of {len(prompt_ids)} tokens leaves no room within max_model_len={self.max_model_len}")
         async with self.free:
             t = time.perf_counter()
-            ids, lps, stop = await asyncio.to_thread(self._sample, list(prompt_ids), max_tokens, params)
+            prefix = self.prefixes.pop(request_id, None) or Prefix()
+            ids, lps, stop, reused = await asyncio.to_thread(self._sample, list(prompt_ids), max_tokens, params, prefix)
+            self._keep(request_id, prefix)
+            self.reused += reused
             self.seconds += time.perf_counter() - t
         self.requests += 1
         self.generated += len(ids)
         return TokenOutput(token_ids=ids, log_probs=lps, stop_reason=stop,
                            extra_fields={"global_steps": self.global_steps})
 
-    def _sample(self, prompt: list[int], max_tokens: int, p: dict[str, Any]) -> tuple[list[int], list[float], str]:
+    def _keep(self, request_id: str, prefix: Prefix) -> None:
+        """Keep a request's prefix for its next turn, the least recently used dropped beyond the budget."""
+        self.prefixes[request_id] = prefix
+        total = sum(len(p.ids) for p in self.prefixes.values())
+        while total > self.prefix_tokens and self.prefixes:
+            total -= len(self.prefixes.popitem(last=False)[1].ids)
+
+    def _sample(self, prompt: list[int], max_tokens: int, p: dict[str, Any],
+                prefix: Prefix | None = None) -> tuple[list[int], list[float], str, int]:
         """Sampling as vLLM applies it (temperature, top-k, top-p: trainer/rollout/hf_sample.py), with a
-        KV cache; the log-prob of each sampled id under log_softmax(logits / temperature)."""
+        KV cache (`prefix`'s, when given); the log-prob of each sampled id under log_softmax(logits /
+        temperature); the prompt tokens the prefix spared."""
         seed = p.get("seed")  # a request's own seed (thinkingbox.seed_requests): what it draws is its own
         generator = self.generator if seed is None else torch.Generator().manual_seed(int(seed))
         turn = sample(self.model, prompt, max_tokens, temperature=float(p.get("temperature", 1.0)),
                       top_k=int(p.get("top_k", -1) or -1), top_p=float(p.get("top_p", 1.0)), stop_ids=sorted(self.eos),
-                      generator=generator)
-        return turn.ids, turn.raw_logprobs, "completed"  # length-capped: vLLM's "length" is also "completed" to verl
+                      generator=generator, prefix=prefix)
+        return turn.ids, turn.raw_logprobs, "completed", turn.reused  # length-capped: vLLM's "length" is also "completed" to verl
 
     @contextlib.asynccontextmanager
     async def _all_slots(self) -> Any:
@@ -150,6 +174,7 @@ class HFTokenServer:
                 raise ValueError(f"weight sync: missing {missing[:5]}, unexpected {extra[:5]}")
             for name, t in state.items():
                 own[name].copy_(t.to(own[name].dtype))
+            self.prefixes.clear()  # the old weights' keys and values
             self.syncs += 1
             self.global_steps = global_steps
             probe = token_logprobs(self.model, PROBE_IDS, PROBE_RESPONSE)
@@ -164,7 +189,8 @@ class HFTokenServer:
             return token_logprobs(self.model, prompt_ids, response_ids, temperature)
 
     async def stats(self) -> dict[str, Any]:
-        return {"requests": self.requests, "generated_tokens": self.generated, "generate_seconds": self.seconds,
+        return {"requests": self.requests, "generated_tokens": self.generated, "reused_prompt_tokens": self.reused,
+                "generate_seconds": self.seconds,
                 "syncs": self.syncs, "global_steps": self.global_steps}
 
     async def set_global_steps(self, global_steps: int) -> None:
@@ -173,7 +199,8 @@ class HFTokenServer:
     # weights and cache stay in host memory: nothing to free or restore
     async def wake_up(self, tags: list[str] | None = None) -> None: ...
     async def sleep(self) -> None: ...
-    async def clear_kv_cache(self) -> None: ...
+    async def clear_kv_cache(self) -> None:
+        self.prefixes.clear()
     async def release_kv_cache(self) -> None: ...
     async def resume_kv_cache(self) -> None: ...
     async def wait_for_requests_to_drain(self) -> None:

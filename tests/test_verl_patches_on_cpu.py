@@ -398,6 +398,24 @@ def test_0005_the_engine_asks_for_exactly_the_log_probs_that_are_read(tmp_path, 
     assert torch.equal(mod._logprob_positions(wrong), keep)
     # the forward must take the argument (patch 0006); a model class without it gets none
     assert not mod._takes_logprob_positions(torch.nn.Linear(2, 2))
+    # prepare_model_inputs hands the model the mask and whether the entropies are read (the micro
+    # batch's calculate_entropy: the update without an entropy coefficient does not read them)
+    from verl.utils import tensordict_utils as tu
+
+    class Takes(torch.nn.Module):
+        def forward(self, input_ids, logprob_positions=None, logprob_entropy=True):  # as patch 0006's forward
+            return input_ids
+
+    engine = object.__new__(mod.FSDPEngineWithLMHead)
+    engine.module, engine.use_ulysses_sp, engine.pad_to_length = Takes(), False, None
+    for entropy in (True, False):
+        batch = data.clone()
+        tu.assign_non_tensor(batch, use_remove_padding=False, use_fused_kernels=True, temperature=1.0,
+                             calculate_entropy=entropy)
+        model_inputs, _ = engine.prepare_model_inputs(batch)
+        assert model_inputs["logprob_entropy"] is entropy
+        assert torch.equal(model_inputs["logprob_positions"], mod._padded_positions(keep, data["input_ids"],
+                                                                                     model_inputs["input_ids"].shape[-1]))
 
 
 @pytest.mark.parametrize("rows", [1, 2], ids=["packed", "padded-batch"])
@@ -429,10 +447,10 @@ def test_0006_the_fused_forward_computes_only_where_asked_and_the_same_there(tmp
     weights = torch.rand(rows, width, generator=gen)
     entropy_weights = torch.rand(rows, width, generator=gen)
 
-    def run(module, entropy_loss=False, **kw):
+    def run(module, entropy_loss=False, temperature=0.7, **kw):
         model.zero_grad()
         out = module.forward_with_torch_backend(model, input_ids=ids, position_ids=pos, attention_mask=mask,
-                                                return_dict=True, temperature=0.7, **kw)
+                                                return_dict=True, temperature=temperature, **kw)
         loss = (out.log_probs[keep] * weights[keep]).sum()
         # as verl's loss without an entropy coefficient: the entropy read, its gradient zero
         loss = loss + (out.entropy[keep] * entropy_weights[keep]).sum() * (1.0 if entropy_loss else 0.0)
@@ -451,3 +469,15 @@ def test_0006_the_fused_forward_computes_only_where_asked_and_the_same_there(tmp
             torch.testing.assert_close(part_grads[name], g, msg=f"{name} (entropy in the loss: {entropy_loss})")
     again, _ = run(mod)  # without the argument: every position, as stock
     torch.testing.assert_close(again.log_probs, full.log_probs)
+    # the entropies only when read (patch 0005 passes calculate_entropy): zeros, and the log-probs
+    # and the gradients the very same bits
+    read, read_grads = run(mod, logprob_positions=keep)
+    unread, unread_grads = run(mod, logprob_positions=keep, logprob_entropy=False)
+    assert torch.equal(unread.log_probs, read.log_probs) and not unread.entropy.any() and read.entropy[keep].ne(0).all()
+    assert unread_grads.keys() == read_grads.keys() and all(torch.equal(unread_grads[n], g) for n, g in read_grads.items())
+    # at temperature 1 (no division: the rollouts' and the laptop's) as stock too
+    full, full_grads = run(stock, temperature=1.0)
+    part, part_grads = run(mod, temperature=1.0, logprob_positions=keep, logprob_entropy=False)
+    torch.testing.assert_close(part.log_probs[keep], full.log_probs[keep])
+    for name, g in full_grads.items():
+        torch.testing.assert_close(part_grads[name], g, msg=name)

@@ -133,7 +133,7 @@ def quickstart_command(
     data/prepare_data.py into OUT_DIR/prepared (train.yaml, test.yaml, bands.csv, bands.png, ...),
     prints the band histogram and what to run next. Rerunning resumes.
 
-    With --train, then the whole learning loop on this CPU (about 21 min on 2 cores): warm
+    With --train, then the whole learning loop on this CPU (about 19 min on 2 cores): warm
     start, base evaluation, GRPO on every pool task each step (BATCH=N in the environment: N
     groups), merge, trained evaluation, compare and report, each stage's command and log shown; a
     rerun keeps the stages already done.

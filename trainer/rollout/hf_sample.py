@@ -60,7 +60,7 @@ class Prefix:
     def take(self, prompt: Sequence[int]) -> tuple[Any, int]:
         """(the cache cut to the longest common prefix of `ids` and `prompt`, its length), leaving at
         least the prompt's last token to run; (None, 0) when nothing is shared or the cache cannot be
-        cut (a cache type without `crop`). The prefix is empty afterwards until `keep`."""
+        cut (a cache type without `crop`). The prefix is empty afterwards until `put`."""
         past, ids, self.past, self.ids = self.past, self.ids, None, []
         n = 0
         for a, b in zip(ids, prompt[:-1]):
@@ -72,7 +72,7 @@ class Prefix:
         past.crop(n)
         return (past, n) if past.get_seq_length() == n else (None, 0)
 
-    def keep(self, ids: list[int], past: Any) -> None:
+    def put(self, ids: list[int], past: Any) -> None:
         self.ids, self.past = ids, past
 
 
@@ -149,7 +149,7 @@ def sample(model: Any, prompt_ids: Sequence[int], max_tokens: int, *, temperatur
                 out = model(input_ids=torch.tensor([[tok]]), past_key_values=out.past_key_values, use_cache=True)
     if prefix is not None:  # the cache holds the prompt and every drawn id but the last
         past = out.past_key_values
-        prefix.keep((prompt + turn.ids)[:past.get_seq_length()], past)
+        prefix.put((prompt + turn.ids)[:past.get_seq_length()], past)
     return turn
 
 

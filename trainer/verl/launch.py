@@ -315,8 +315,9 @@ def plan(cli: Sequence[str], env: Mapping[str, str]) -> tuple[list[str], Any, li
                                      made_by=prepare_dirs(extras.prepare), entry=entry), extras
 
 
-DRY_RUNS = {"": None, "0": None, "false": None, "no": None,  # a real launch
-            "1": "true", "true": "true", "yes": "true",  # a dry run: inputs of the launch site may be missing
+FALSE_WORDS, TRUE_WORDS = ("", "0", "false", "no"), ("1", "true", "yes")  # an environment switch's values
+DRY_RUNS = {**dict.fromkeys(FALSE_WORDS),  # a real launch
+            **dict.fromkeys(TRUE_WORDS, "true"),  # a dry run: inputs of the launch site may be missing
             "strict": "strict"}  # a dry run that fails on every failed check, those inputs included
 
 
@@ -331,9 +332,9 @@ def dry_run(env: Mapping[str, str]) -> str | None:
 def skip_prepare(env: Mapping[str, str]) -> bool:
     """`SKIP_PREPARE` (module docstring, point 5): true when the caller ran the prepare: steps."""
     value = env.get("SKIP_PREPARE", "")
-    if value.lower() not in ("", "0", "false", "no", "1", "true", "yes"):
+    if value.lower() not in FALSE_WORDS + TRUE_WORDS:
         raise LaunchError(f"SKIP_PREPARE={value}: expected true or false")
-    return value.lower() in ("1", "true", "yes")
+    return value.lower() in TRUE_WORDS
 
 
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:

@@ -169,3 +169,35 @@ def test_a_prefix_prefills_only_what_each_turn_adds_and_draws_what_a_whole_prefi
     assert turn.reused == 30 and turn.ids == sample(tiny, edited, 4, temperature=0).ids
     again = sample(tiny, edited, 4, temperature=0, prefix=prefix)  # the same prompt: all but its last token
     assert again.reused == len(edited) - 1 and again.ids == turn.ids
+
+
+@pytest.fixture(scope="module")
+def hybrid():
+    """A tiny Qwen3.5 text model: three Gated-DeltaNet (linear-attention) layers, then one attention layer."""
+    from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
+
+    torch.manual_seed(0)
+    config = Qwen3_5TextConfig(vocab_size=512, hidden_size=32, intermediate_size=64, num_hidden_layers=4,
+                               num_attention_heads=2, num_key_value_heads=1, head_dim=16, linear_key_head_dim=16,
+                               linear_value_head_dim=16, linear_num_key_heads=2, linear_num_value_heads=2,
+                               max_position_embeddings=1024)
+    return Qwen3_5ForCausalLM(config).eval()
+
+
+def test_a_hybrid_cache_is_reused_only_where_the_prompt_extends_it(hybrid):
+    """A linear-attention layer's state covers the whole sequence and cannot be cut back: a prompt
+    that departs from the cached history is prefilled whole (reusing the attention layers' cut
+    cache would leave the departed tokens in the recurrent states: log-probs off by ~1e-4), while
+    an episode's next turn, which extends it, reuses all of it and draws what a whole prefill draws."""
+    g = torch.Generator().manual_seed(3)
+    prompt = torch.randint(0, 512, (40,), generator=g).tolist()
+    prefix = Prefix()
+    first = sample(hybrid, prompt, 8, temperature=0, prefix=prefix)
+    nxt = prompt + first.ids + torch.randint(0, 512, (6,), generator=g).tolist()
+    cached, whole = sample(hybrid, nxt, 8, temperature=0, prefix=prefix), sample(hybrid, nxt, 8, temperature=0)
+    assert cached.reused == len(prompt) + len(first.ids) - 1
+    assert cached.ids == whole.ids and cached.raw_logprobs == pytest.approx(whole.raw_logprobs, abs=1e-5)
+    edited = nxt[:20] + [(nxt[20] + 1) % 512] + nxt[21:]
+    turn, whole = sample(hybrid, edited, 8, temperature=0, prefix=prefix), sample(hybrid, edited, 8, temperature=0)
+    assert turn.reused == 0
+    assert turn.ids == whole.ids and turn.raw_logprobs == pytest.approx(whole.raw_logprobs, abs=1e-6)

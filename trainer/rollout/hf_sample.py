@@ -60,7 +60,13 @@ class Prefix:
     def take(self, prompt: Sequence[int]) -> tuple[Any, int]:
         """(the cache cut to the longest common prefix of `ids` and `prompt`, its length), leaving at
         least the prompt's last token to run; (None, 0) when nothing is shared or the cache cannot be
-        cut (a cache type without `crop`). The prefix is empty afterwards until `put`."""
+        cut (a cache type without `crop`, or one holding recurrent states where the prompt departs
+        from `ids`). The prefix is empty afterwards until `put`.
+
+        A linear-attention layer (Qwen3.5's Gated DeltaNet) keeps one state for the whole sequence,
+        not one entry per token: transformers' `crop` leaves it as it is, so a cut cache would carry
+        the departed tokens in those layers. Such a cache is reused only when `prompt` extends all
+        of `ids` (an episode's next turn), where nothing is cut."""
         past, ids, self.past, self.ids = self.past, self.ids, None, []
         n = 0
         for a, b in zip(ids, prompt[:-1]):
@@ -69,11 +75,21 @@ class Prefix:
             n += 1
         if past is None or n == 0 or not hasattr(past, "crop"):
             return None, 0
-        past.crop(n)
+        if n < len(ids):
+            if _recurrent(past):
+                return None, 0
+            past.crop(n)
         return (past, n) if past.get_seq_length() == n else (None, 0)
 
     def put(self, ids: list[int], past: Any) -> None:
         self.ids, self.past = ids, past
+
+
+def _recurrent(past: Any) -> bool:
+    """Whether a cache holds a layer whose state cannot be cut back to a shorter prefix."""
+    from transformers.cache_utils import LinearAttentionCacheLayerMixin
+
+    return any(isinstance(layer, LinearAttentionCacheLayerMixin) for layer in getattr(past, "layers", ()))
 
 
 def keep(scaled: Any, top_k: int, top_p: float) -> tuple[Any, Any]:

@@ -31,7 +31,7 @@ def smoke(work: Path, *args: str, log: str = "run.log", config: str = "configs/c
     """scripts/run_train.sh of `config` with its model, pool and checkpoints under `work` (and, for
     the synchronous smoke, the engine's probe log-probs after each sync in work/probe.jsonl)."""
     env = {**ENV, "CONFIG": config, "SMOKE_DIR": str(work / "smoke"), "CKPT_DIR": str(work / "checkpoints")}
-    if config == "configs/cpu_smoke.yaml":
+    if config in ("configs/cpu_smoke.yaml", "configs/cpu_smoke_qwen3_5.yaml"):  # the synchronous smokes
         env["TBT_CPU_PROBE_FILE"] = str(work / "probe.jsonl")
     with open(work / log, "w") as f:
         return subprocess.call(["nice", "-n", "10", "./scripts/run_train.sh", *args], cwd=ROOT, env=env, stdout=f,

@@ -481,3 +481,46 @@ def test_0006_the_fused_forward_computes_only_where_asked_and_the_same_there(tmp
     torch.testing.assert_close(part.log_probs[keep], full.log_probs[keep])
     for name, g in full_grads.items():
         torch.testing.assert_close(part_grads[name], g, msg=name)
+
+
+def test_0010_the_qwen3_5_forward_computes_only_where_asked_and_the_same_there(tmp_path):
+    """The reference family's forward (Qwen3_5ForConditionalGeneration, hybrid Gated-DeltaNet and
+    attention layers) on a text-only batch: with `logprob_positions`, the same log-probs, entropies
+    and gradients as verl's own forward where kept, 0 elsewhere; without it, verl's own."""
+    import torch
+    from transformers import AutoModelForImageTextToText
+
+    from trainer.verl.tiny import build_tiny_qwen3_5
+
+    patch = PATCHES / "0010-qwen3_5-logprobs-where-asked.patch"
+    rel = "verl/models/transformers/qwen3_5.py"
+    stock = stock_module(tmp_path, patch, rel, "_tb_stock_qwen3_5")
+    mod = patched_module(tmp_path / "patched", patch, rel, "_tb_patched_qwen3_5")
+    model = AutoModelForImageTextToText.from_pretrained(str(build_tiny_qwen3_5(tmp_path / "tiny", hidden=32)),
+                                                        dtype=torch.float32)
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, 5000, (1, 40), generator=gen)
+    keep = torch.zeros(1, 40, dtype=torch.bool)
+    keep[0, 9:21] = True
+    keep[0, 27:39] = True
+    weights = torch.rand(1, 40, generator=gen)
+
+    def run(module, **kw):
+        model.zero_grad()
+        out = module.forward_with_torch_backend(model, input_ids=ids, position_ids=torch.arange(40)[None],
+                                                temperature=0.7, **kw)
+        (out.log_probs[keep] * weights[keep]).sum().backward()
+        return out, {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    full, full_grads = run(stock)
+    part, part_grads = run(mod, logprob_positions=keep)
+    torch.testing.assert_close(part.log_probs[keep], full.log_probs[keep])
+    torch.testing.assert_close(part.entropy[keep], full.entropy[keep])
+    assert not part.log_probs[~keep].any() and full.log_probs[~keep].ne(0).all()
+    assert full_grads.keys() == part_grads.keys() and any("linear_attn" in n for n in full_grads)
+    for name, g in full_grads.items():
+        torch.testing.assert_close(part_grads[name], g, msg=name)
+    unread, _ = run(mod, logprob_positions=keep, logprob_entropy=False)
+    assert torch.equal(unread.log_probs, part.log_probs) and not unread.entropy.any()
+    again, _ = run(mod)
+    torch.testing.assert_close(again.log_probs, full.log_probs)

@@ -83,14 +83,26 @@ def token_logprobs(model: Any, prompt_ids: list[int], response_ids: list[int], t
     return lp.gather(-1, torch.tensor(response_ids)[:, None])[:, 0].tolist()
 
 
+def load_as_actor(model_path: str, dtype: Any) -> Any:
+    """The checkpoint as the class verl's actor loads it (`verl.utils.model`: an image-text-to-text
+    class where transformers maps the config to one, as Qwen3.5's `Qwen3_5ForConditionalGeneration`,
+    else a causal LM), so a weight sync's names are the model's own. Text-only input runs through
+    either class alike."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText
+
+    config = AutoConfig.from_pretrained(model_path)
+    auto = AutoModelForImageTextToText if type(config) in AutoModelForImageTextToText._model_mapping else AutoModelForCausalLM
+    return auto.from_pretrained(model_path, dtype=dtype).eval()
+
+
 class HFTokenServer:
     """The token server (module docstring). Constructed by `HFCPUReplica` as a Ray actor."""
 
     def __init__(self, model_path: str, max_model_len: int, dtype: str = "float32", seed: int = 0):
-        from transformers import AutoModelForCausalLM, GenerationConfig
+        from transformers import GenerationConfig
 
         torch.set_num_threads(_env_count("TBT_CPU_ROLLOUT_THREADS"))
-        self.model = AutoModelForCausalLM.from_pretrained(model_path, torch_dtype=getattr(torch, dtype)).eval()
+        self.model = load_as_actor(model_path, getattr(torch, dtype))
         gen = self.model.generation_config if self.model.generation_config is not None else GenerationConfig()
         eos = gen.eos_token_id if gen.eos_token_id is not None else self.model.config.eos_token_id
         self.eos = [eos] if isinstance(eos, int) else list(eos or [])
@@ -108,7 +120,7 @@ class HFTokenServer:
         self.reused = 0  # prompt tokens served from a request's prefix instead of prefilled
         self.seconds = 0.0
         self.generator = torch.Generator().manual_seed(seed)
-        cfg = self.model.config
+        cfg = self.model.config.get_text_config()
         heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
         head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         per_token = 2 * cfg.num_hidden_layers * heads * head_dim * self.model.dtype.itemsize

@@ -84,7 +84,8 @@ XML_EXPECTED = (
 
 
 def test_xml_render_matches_the_documented_qwen35_format():
-    """Written from Qwen3.5's documented template (no registry package ships the Jinja file)."""
+    """Written from Qwen3.5's documented template (no registry package ships the Jinja file; the tiny
+    qwen3_5 model's own template is checked against render in tests/test_qwen3_5_template.py)."""
     msgs = SYSTEMS + [
         {"role": "user", "content": "Where is order 7?"},
         {"role": "assistant", "content": "Let me check.", "reasoning_content": "Look it up.",

@@ -9,8 +9,8 @@ Two templates, one per family (see tb_interpret):
 - ``xml``: the Qwen3.5+ template (``# Tools`` block first, the system text after it; calls as
   ``<function=N>`` / ``<parameter=P>`` blocks, non-string scalars written with Python's ``str``,
   objects and arrays as JSON; the generation prompt opens ``<think>\\n`` with thinking on). No
-  registry package ships this Jinja template; the expected renderings in the tests are written
-  from its documented format (see docs/interpret.md).
+  registry package ships this Jinja template; the tiny qwen3_5 model (trainer/verl/tiny.py) carries
+  ours, checked against this renderer by tests/test_qwen3_5_template.py (see docs/interpret.md).
 
 ThinkingBox prompts carry two system messages; leading system messages are merged into one
 (joined by a blank line) before rendering: Qwen3.5's template rejects a second system message and

@@ -325,3 +325,37 @@ def test_skip_prepare_leaves_the_steps_to_the_caller_and_still_checks_what_they_
     assert "error: prepare step failed" in out.err and "skipped" not in out.out
     assert main([], {**env, "SKIP_PREPARE": "maybe"}) == 2
     assert "SKIP_PREPARE=maybe: expected true or false" in capsys.readouterr().err
+
+
+def test_an_automatic_resume_is_checked_against_the_checkpoint_it_would_load(capsys, launch, tmp_path):
+    """`trainer.resume_mode=auto` (verl's default) with a tracker in the checkpoint directory: the
+    step it names is verified as `tbt checkpoint verify` does (a real two-rank checkpoint,
+    tests/fixtures/checkpoints/tiny) and must be of this run's world size; a missing shard or
+    another world size is named (need under DRY_RUN=true, FAIL under strict); no tracker, or
+    resume_mode=disable, starts afresh."""
+    import shutil
+
+    ckpt = shutil.copytree(ROOT / "tests" / "fixtures" / "checkpoints" / "tiny", tmp_path / "ckpt")
+    env = {"CKPT_DIR": str(ckpt), "GPUS_PER_NODE": "2", "NODE_GPUS": "2"}
+    rule = "resume checkpoint verified (trainer.resume_mode=auto)"
+
+    def lines(*args: str, **more: str) -> tuple[int, list[str]]:
+        code = launch(*args, **{**env, **more})
+        out = capsys.readouterr()
+        if code:
+            assert f"resume checkpoint {ckpt}/global_step_2 not resumable" in out.err, out.err
+        return code, [x for x in out.out.splitlines() if rule in x]
+
+    assert lines() == (0, [f"ok    {rule}: {ckpt}/global_step_2: complete, world size 2, as this run's"])
+    assert lines("trainer.resume_mode=disable") == (0, [])
+    code, (line,) = lines(GPUS_PER_NODE="4", NODE_GPUS="4")  # saved on 2 ranks, resumed on 4
+    assert code == 0 and line.startswith(f"need  {rule}: {ckpt}/global_step_2: ") and "shards of world size 2, this run has 4" in line
+    (ckpt / "global_step_2" / "actor" / "model_world_size_2_rank_1.pt").unlink()
+    code, (line,) = lines()
+    assert code == 0 and line.startswith("need") and "global_step_2/actor/model_world_size_2_rank_1.pt: missing (rank 1 of 2)" in line
+    assert lines(DRY_RUN="strict") == (1, [line.replace("need", "FAIL", 1)])
+    (ckpt / "latest_checkpointed_iteration.txt").write_text("7")
+    code, (line,) = lines()
+    assert code == 0 and "global_step_7: missing (have: 1, 2)" in line
+    (ckpt / "latest_checkpointed_iteration.txt").unlink()
+    assert lines() == (0, [f"ok    {rule}: no {ckpt}/latest_checkpointed_iteration.txt: the run starts at step 0"])

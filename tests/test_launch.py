@@ -325,3 +325,126 @@ def test_skip_prepare_leaves_the_steps_to_the_caller_and_still_checks_what_they_
     assert "error: prepare step failed" in out.err and "skipped" not in out.out
     assert main([], {**env, "SKIP_PREPARE": "maybe"}) == 2
     assert "SKIP_PREPARE=maybe: expected true or false" in capsys.readouterr().err
+
+
+def test_an_automatic_resume_is_checked_against_the_checkpoint_it_would_load(capsys, launch, tmp_path):
+    """`trainer.resume_mode=auto` (verl's default) with a tracker in the checkpoint directory: the
+    step it names is verified as `tbt checkpoint verify` does (a real two-rank checkpoint,
+    tests/fixtures/checkpoints/tiny) and must be of this run's world size; a missing shard or
+    another world size is named (need under DRY_RUN=true, FAIL under strict); no tracker, or
+    resume_mode=disable, starts afresh."""
+    import shutil
+
+    ckpt = shutil.copytree(ROOT / "tests" / "fixtures" / "checkpoints" / "tiny", tmp_path / "ckpt")
+    env = {"CKPT_DIR": str(ckpt), "GPUS_PER_NODE": "2", "NODE_GPUS": "2"}
+    rule = "resume checkpoint verified (trainer.resume_mode=auto)"
+
+    def lines(*args: str, **more: str) -> tuple[int, list[str]]:
+        code = launch(*args, **{**env, **more})
+        out = capsys.readouterr()
+        if code:
+            assert f"resume checkpoint {ckpt}/global_step_2 not resumable" in out.err, out.err
+        return code, [x for x in out.out.splitlines() if rule in x]
+
+    assert lines() == (0, [f"ok    {rule}: {ckpt}/global_step_2: complete, world size 2, as this run's"])
+    assert lines("trainer.resume_mode=disable") == (0, [])
+    code, (line,) = lines(GPUS_PER_NODE="4", NODE_GPUS="4")  # saved on 2 ranks, resumed on 4
+    assert code == 0 and line.startswith(f"need  {rule}: {ckpt}/global_step_2: ") and "shards of world size 2, this run has 4" in line
+    (ckpt / "global_step_2" / "actor" / "model_world_size_2_rank_1.pt").unlink()
+    code, (line,) = lines()
+    assert code == 0 and line.startswith("need") and "global_step_2/actor/model_world_size_2_rank_1.pt: missing (rank 1 of 2)" in line
+    assert lines(DRY_RUN="strict") == (1, [line.replace("need", "FAIL", 1)])
+    (ckpt / "latest_checkpointed_iteration.txt").write_text("7")
+    code, (line,) = lines()
+    assert code == 0 and "global_step_7: missing (have: 1, 2)" in line
+    (ckpt / "latest_checkpointed_iteration.txt").unlink()
+    assert lines() == (0, [f"ok    {rule}: no {ckpt}/latest_checkpointed_iteration.txt: the run starts at step 0"])
+
+
+# configs/reference_3x8.yaml: the published run's profile, as verl 0.9.0 names each value
+REFERENCE_PROFILE = {
+    "trainer.nnodes": "3", "trainer.n_gpus_per_node": "8", "data.train_batch_size": "18", "actor_rollout_ref.rollout.n": "8",
+    "data.seed": "42", "data.shuffle": "true",
+    "actor_rollout_ref.model.use_remove_padding": "true", "actor_rollout_ref.model.enable_gradient_checkpointing": "true",
+    "actor_rollout_ref.model.use_fused_kernels": "true",
+    "actor_rollout_ref.actor.ulysses_sequence_parallel_size": "4", "actor_rollout_ref.ref.ulysses_sequence_parallel_size": "4",
+    "actor_rollout_ref.rollout.tensor_model_parallel_size": "4",
+    "actor_rollout_ref.rollout.temperature": "1.0", "actor_rollout_ref.rollout.top_k": "20",
+    "actor_rollout_ref.rollout.top_p": "0.95",
+    "actor_rollout_ref.actor.optim.lr": "1e-06", "actor_rollout_ref.actor.optim.weight_decay": "0.0",
+    "actor_rollout_ref.actor.fsdp_config.param_offload": "true", "actor_rollout_ref.actor.fsdp_config.optimizer_offload": "true",
+    "actor_rollout_ref.ref.fsdp_config.param_offload": "true",
+    "algorithm.use_kl_in_reward": "false", "actor_rollout_ref.actor.use_kl_loss": "false",
+    "trainer.use_v1": "true", "trainer.v1.sampler.sync_refill_failed_groups": "true",
+    "trainer.test_freq": "-1", "trainer.val_before_train": "false",
+    "data.max_prompt_length": "26624", "data.max_response_length": "106496",
+    "actor_rollout_ref.rollout.prompt_length": "26624", "actor_rollout_ref.rollout.response_length": "106496",
+    "actor_rollout_ref.rollout.max_model_len": "133120",
+    "actor_rollout_ref.rollout.gpu_memory_utilization": "0.7", "actor_rollout_ref.rollout.agent.num_workers": "6",
+    "trainer.total_training_steps": "50", "trainer.save_freq": "5", "trainer.resume_mode": "auto",
+    "+thinkingbox.family": "xml", "+data.thinkingbox.family": "xml",
+}
+
+
+def test_the_reference_config_is_the_published_profile(pool, tmp_path):
+    """The acceptance command (`DRY_RUN=true CONFIG=configs/reference_3x8.yaml scripts/run_train.sh`
+    with the launch site's variables) prints every value of the profile, once each; the composed
+    verl config holds them and passes the launch's topology checks (world 24 over sequence
+    parallel 4: 6 data-parallel groups of 144 / 6 episodes; tensor parallel 4 in a node's 8 GPUs);
+    its sampling is configs/sampling.yaml's, whose values are the profile's; the fully-async
+    variant extending it still composes."""
+    import yaml
+    from omegaconf import OmegaConf
+
+    from trainer.verl.launch import plan
+
+    (tmp_path / "model").mkdir()
+    env = {**{k: v for k, v in BASE_ENV.items() if k not in ("DRY_RUN", "MODEL_FAMILY", "EXPERIMENT")}, **pool,
+           "CONFIG": "configs/reference_3x8.yaml", "MODEL_PATH": str(tmp_path / "model"), "CKPT_DIR": "/shared/ckpt",
+           "NODE_GPUS": "8"}
+    r = subprocess.run(["bash", "-c", "DRY_RUN=true scripts/run_train.sh"], cwd=ROOT, env=env, capture_output=True,
+                       text=True, timeout=180)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr
+    lines = [x.strip().rstrip(" \\") for x in r.stdout.splitlines()]
+    printed: dict[str, list[str]] = {}
+    for x in lines[lines.index("python -m verl.trainer.main_ppo") + 1:lines.index("# preflight")]:
+        key, _, value = x.partition("=")
+        printed.setdefault(key, []).append(value)
+    for key, value in REFERENCE_PROFILE.items():
+        assert printed.get(key) == [value], (key, printed.get(key))
+    assert not fails(r.stdout) and not any(x.startswith("need") for x in lines), r.stdout
+    for rule in ("ulysses_sequence_parallel_size divides the world: actor_rollout_ref.actor.ulysses_sequence_parallel_size=4, world 3x8=24",
+                 "tensor_model_parallel_size divides the world: actor_rollout_ref.rollout.tensor_model_parallel_size=4, world 3x8=24",
+                 "train_batch_size x n divides across ranks: data.train_batch_size=18 x rollout.n=8 = 144 over 24 ranks",
+                 "resume checkpoint verified (trainer.resume_mode=auto): no /shared/ckpt/latest_checkpointed_iteration.txt"):
+        assert any(x.startswith("ok    " + rule) for x in lines), rule
+
+    sampling = yaml.safe_load((ROOT / "configs" / "sampling.yaml").read_text())
+    assert (sampling["temperature"], sampling["top_k"], sampling["top_p"]) == (1.0, 20, 0.95)
+    _, cfg, checks, _ = plan([], {**env, "DRY_RUN": "true"})
+    assert all(c.ok for c in checks), [c.line() for c in checks if not c.ok]
+    get = lambda key: OmegaConf.select(cfg, key)  # noqa: E731
+    world, sp, tp = get("trainer.nnodes") * get("trainer.n_gpus_per_node"), get("actor_rollout_ref.actor.ulysses_sequence_parallel_size"), \
+        get("actor_rollout_ref.rollout.tensor_model_parallel_size")
+    assert (world, sp, tp) == (24, 4, 4) and world % sp == 0 and get("trainer.n_gpus_per_node") % tp == 0
+    dp = world // sp
+    assert dp == 6 and (get("data.train_batch_size") * get("actor_rollout_ref.rollout.n")) % dp == 0
+    assert (get("actor_rollout_ref.actor.ppo_mini_batch_size") * get("actor_rollout_ref.rollout.n")) % dp == 0
+    assert get("actor_rollout_ref.ref.ulysses_sequence_parallel_size") == 4
+    assert get("actor_rollout_ref.actor.optim.lr") == pytest.approx(1e-6) and get("data.seed") == 42
+    assert get("actor_rollout_ref.rollout.prompt_length") + get("actor_rollout_ref.rollout.response_length") \
+        == get("actor_rollout_ref.rollout.max_model_len") == 26624 + 106496
+    assert get("actor_rollout_ref.rollout.gpu_memory_utilization") == pytest.approx(0.70)
+    assert (get("actor_rollout_ref.actor.use_fused_kernels"), get("actor_rollout_ref.actor.use_remove_padding")) == (True, True)
+    assert (get("thinkingbox.family"), get("data.thinkingbox.family")) == ("xml", "xml")
+    assert (get("trainer.test_freq"), get("trainer.val_before_train"), get("trainer.resume_mode")) == (-1, False, "auto")
+
+    r = subprocess.run(["bash", "-c", "DRY_RUN=true scripts/run_train.sh"], cwd=ROOT, timeout=180, capture_output=True,
+                       text=True, env={**env, "CONFIG": "configs/reference_3x8_async.yaml"})
+    assert r.returncode == 0 and not fails(r.stdout), r.stdout[-3000:] + r.stderr
+    lines = [x.strip().rstrip(" \\") for x in r.stdout.splitlines()]
+    assert "python -m verl.experimental.fully_async_policy.fully_async_main" in lines
+    for key in ("actor_rollout_ref.actor.ulysses_sequence_parallel_size", "data.max_response_length", "trainer.resume_mode",
+                "+thinkingbox.family"):
+        assert f"{key}={REFERENCE_PROFILE[key]}" in lines, key
+    assert "ok    ulysses_sequence_parallel_size divides the world: actor_rollout_ref.actor.ulysses_sequence_parallel_size=4, world 3x4=12" in lines

@@ -19,7 +19,9 @@
    the data and model paths are absolute; GPUs per node vs config (`NODE_GPUS`, else
    `nvidia-smi`), tensor / sequence parallel sizes divide the world, `train_batch_size x n`
    divides across ranks, one log-prob micro-batch size set (rollout and ref), the checkpoint
-   directory absolute (and not node-local on several nodes), the endpoint variables of openai:
+   directory absolute (and not node-local on several nodes); with `trainer.resume_mode=auto` and a
+   `latest_checkpointed_iteration.txt` there, the step it names verified as `tbt checkpoint verify`
+   does and saved on this run's world size (`resume_checks`); the endpoint variables of openai:
    user / judge specs set (their values never printed); no `synthetic` judge (it answers Yes to
    every question) and no `scripted` user (the task's user context, no model) outside a smoke
    config: one whose top level says `smoke: true` (configs/cpu_smoke.yaml; inherited through
@@ -27,7 +29,7 @@
    Two kinds of check (`Check.site`): the *inputs of the launch site*, provided where and when the
    run is launched, not faults of the config (the variables set, every file exists, no scripted
    user / synthetic judge outside a smoke config, which a TBT_USER_SPEC / TBT_JUDGE_SPEC fixes,
-   the endpoint variables), and the *config checks*, everything else (the topology, the batch and
+   the endpoint variables, the checkpoint an automatic resume would load), and the *config checks*, everything else (the topology, the batch and
    micro-batch sizes, the checkpoint directory, absolute paths on several nodes, the fully-async
    checks): a config that can never run. A failed check is a `FAIL` line, except an input under
    `DRY_RUN=true`, a `need` line (point 6).

@@ -1,7 +1,7 @@
 """The launch's preflight (trainer/verl/launch.py, point 3 of its docstring): every rule a
 composed verl config is checked against before anything starts, each a `Check`, all of them in
 one run. Two kinds (`Check.site`): the inputs of the launch site (variables, files, the user and
-judge models, their keys), which `DRY_RUN=true` lists as `need`, and the config checks (topology,
+judge models, their keys, the checkpoint `trainer.resume_mode=auto` would load), which `DRY_RUN=true` lists as `need`, and the config checks (topology,
 batch and micro-batch sizes, the checkpoint directory, the fully-async trainer's asserts).
 """
 
@@ -12,6 +12,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from trainer.verl import checkpoint as ck
 
 if TYPE_CHECKING:
     from trainer.verl.launch import Entry
@@ -179,6 +181,7 @@ def preflight(cfg: Any, env: Mapping[str, str], *, missing: Mapping[str, Sequenc
     else:
         checks.append(Check(rule, ckpt.startswith("/") and not (nnodes > 1 and local),
                             f"trainer.default_local_dir={ckpt}" + (" is node-local on a multi-node run" if nnodes > 1 and local else "")))
+        checks += resume_checks(cfg, ckpt, world)
     for role in ("user", "judge"):
         spec = str(cfg_get(cfg, f"thinkingbox.{role}", "") or "")
         kind, what, fix = _STAND_IN[role]
@@ -193,6 +196,40 @@ def preflight(cfg: Any, env: Mapping[str, str], *, missing: Mapping[str, Sequenc
                                 f"thinkingbox.{role} is an openai: spec; {var} {'is set' if env.get(var) else 'is NOT set'}",
                                 site=True))
     return checks
+
+
+def resume_checks(cfg: Any, ckpt: str, world: int) -> list[Check]:
+    """`trainer.resume_mode=auto` with a `latest_checkpointed_iteration.txt` in the checkpoint
+    directory: verl loads the step it names, so that step is verified first (trainer/verl/checkpoint.py
+    `verify`, what `tbt checkpoint verify` runs) and its shards must be this run's world size (each
+    rank loads `..._world_size_W_rank_R.pt` for its own W). No tracker: verl starts at step 0. A
+    broken or dangling checkpoint is of the launch site (the files on its storage), not the config."""
+    if cfg_get(cfg, "trainer.resume_mode") != "auto":
+        return []
+    rule = "resume checkpoint verified (trainer.resume_mode=auto)"
+    root = _local(ckpt)
+    if not (root / ck.TRACKER).is_file():
+        return [Check(rule, True, f"no {root / ck.TRACKER}: the run starts at step 0")]
+    step, problem = ck.read_tracker(root)
+    try:
+        report = ck.verify(root, [step]) if step is not None else None
+    except OSError as e:
+        problem = f"{root}: unreadable: {e.strerror or e}"
+        report = None
+    problems = [problem] if problem else []
+    if report is not None:
+        problems += [p for s in report.steps for p in s.problems] + report.problems
+        ws = next((s.world_size for s in report.steps), None)
+        if ws is not None and ws != world:
+            problems.append(f"global_step_{step}/actor: shards of world size {ws}, this run has {world} ranks "
+                            f"(trainer.nnodes x trainer.n_gpus_per_node): verl would look for "
+                            f"model_world_size_{world}_rank_R.pt")
+    where = f"global_step_{step}" if step is not None else ck.TRACKER
+    if not problems:
+        return [Check(rule, True, f"{root}/{where}: complete, world size {world}, as this run's")]
+    return [Check(rule, False, f"{root}/{where}: " + "; ".join(dict.fromkeys(problems))
+                  + f" (tbt checkpoint verify {root}; trainer.resume_mode=disable starts afresh)",
+                  brief=f"resume checkpoint {root}/{where} not resumable", site=True)]
 
 
 def gpu_split(cfg: Any) -> str:
@@ -258,4 +295,4 @@ def node_gpus(env: Mapping[str, str]) -> int | None:
 
 
 __all__ = ["Check", "LaunchError", "cfg_get", "cfg_int", "file_checks", "fully_async_checks", "gpu_split", "input_paths",
-           "node_gpus", "preflight", "render", "unset_names"]
+           "node_gpus", "preflight", "render", "resume_checks", "unset_names"]

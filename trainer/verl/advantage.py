@@ -16,6 +16,13 @@ moves the policy along the warm start's own direction. Measured on the laptop po
 steps with GRPO's advantages (lr 1e-3) lowered pass@1 by 7.8 pt, four `grpo_positive` steps (lr
 5e-4) raised it by 6.25 pt, both intervals clear of 0.
 
+`grpo_permuted`: the control of a learning run. Each step's outcome rewards are permuted across
+that step's episodes (a permutation drawn from the step's own rewards and response lengths, so a
+rerun of the same seeds draws the same one), then GRPO's advantages are computed from them. The
+reward's distribution is kept, groups stay mixed as often, the update has the same size; only the
+link between what an episode did and what it earned is broken. A rise that GRPO shows and this
+control does not comes from the reward (`tbt quickstart --train --control`, bench/learning.py).
+
 Registration happens on import: verl imports this module in every process that imports verl
 when `VERL_USE_EXTERNAL_MODULES` names it, or names `trainer.verl.cpu` (the CPU path imports it).
 """
@@ -28,6 +35,7 @@ import torch
 from verl.trainer.ppo import core_algos
 
 POSITIVE = "grpo_positive"
+CONTROL = "grpo_permuted"
 
 
 def _setting(config: Any, key: str, default: Any) -> Any:
@@ -49,12 +57,40 @@ def grpo_positive_advantage(token_level_rewards: torch.Tensor, response_mask: to
     return positive, positive
 
 
+def permuted_rewards(token_level_rewards: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
+    """The outcome rewards (each row's sum) permuted across the rows, each put on its row's last
+    response token. The permutation's seed is a hash of the rows' rewards and response lengths in
+    batch order: the same batch draws the same permutation, every step a different one."""
+    import hashlib
+
+    scores = token_level_rewards.sum(dim=-1)
+    lengths = response_mask.sum(dim=-1).long()
+    key = hashlib.sha256(repr((scores.tolist(), lengths.tolist())).encode()).digest()
+    generator = torch.Generator().manual_seed(int.from_bytes(key[:8], "little") % 2**63)
+    perm = torch.randperm(scores.numel(), generator=generator).to(scores.device)
+    last = (lengths - 1).clamp(min=0)
+    out = torch.zeros_like(token_level_rewards)
+    out[torch.arange(scores.numel(), device=scores.device), last] = scores[perm].to(out.dtype)
+    return out
+
+
+def grpo_permuted_advantage(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Any,
+                            config: Any = None, epsilon: float = 1e-6, **_: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """(advantages, returns): GRPO's, from the step's rewards permuted across its episodes (module docstring)."""
+    return core_algos.compute_grpo_outcome_advantage(
+        token_level_rewards=permuted_rewards(token_level_rewards, response_mask), response_mask=response_mask,
+        index=index, epsilon=epsilon, norm_adv_by_std_in_grpo=bool(_setting(config, "norm_adv_by_std_in_grpo", True)),
+        config=config)
+
+
 def register() -> None:
-    """Put `grpo_positive` in verl's table (idempotent)."""
-    if core_algos.ADV_ESTIMATOR_REGISTRY.get(POSITIVE) is not grpo_positive_advantage:
-        core_algos.register_adv_est(POSITIVE)(grpo_positive_advantage)
+    """Put `grpo_positive` and `grpo_permuted` in verl's table (idempotent)."""
+    for name, fn in ((POSITIVE, grpo_positive_advantage), (CONTROL, grpo_permuted_advantage)):
+        if core_algos.ADV_ESTIMATOR_REGISTRY.get(name) is not fn:
+            core_algos.register_adv_est(name)(fn)
 
 
 register()
 
-__all__ = ["POSITIVE", "grpo_positive_advantage", "register"]
+__all__ = ["CONTROL", "POSITIVE", "grpo_permuted_advantage", "grpo_positive_advantage", "permuted_rewards",
+           "register"]

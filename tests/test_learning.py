@@ -1,0 +1,90 @@
+"""GRPO learns, and the reward is why: a one-choice task played through the real sampler
+(trainer/rollout/hf_sample.py), rewarded, turned into advantages by verl's own GRPO estimator (or
+our permuted-reward control, trainer/verl/advantage.py), and trained with verl's own PPO loss
+(token-mean) and Adam. The task: after a fixed prompt the model writes three tokens; it succeeds when
+the first is one of half the vocabulary (the ids of every other rank of the initial distribution:
+about half its mass). The exact success probability is read off the model's softmax, no sampling.
+
+Standard GRPO raises it by more than 0.3 in 10 steps at every seed; the control, with each step's
+rewards permuted across its episodes, moves it by less than 0.1 either way."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+PROMPT = [1, 2, 3]
+
+
+def play(estimator: str, seed: int, *, steps: int = 10, groups: int = 4, n: int = 8, tokens: int = 3,
+         lr: float = 1e-2) -> tuple[float, float]:
+    """(success probability before, after) `steps` GRPO steps of `groups` groups of `n` episodes."""
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+    from verl.trainer.ppo import core_algos
+    from verl.workers.config.actor import FSDPActorConfig
+
+    from trainer.rollout.hf_sample import sample
+    from trainer.verl import advantage  # noqa: F401  (registers grpo_permuted)
+
+    torch.manual_seed(0)
+    model = Qwen3ForCausalLM(Qwen3Config(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                         num_attention_heads=2, num_key_value_heads=1, head_dim=16,
+                                         max_position_embeddings=64))
+
+    def first_token_probs() -> torch.Tensor:
+        with torch.no_grad():
+            return torch.softmax(model(input_ids=torch.tensor([PROMPT])).logits[0, -1].float(), -1)
+
+    success = torch.argsort(first_token_probs(), descending=True)[::2]
+    chosen = set(success.tolist())
+    before = float(first_token_probs()[success].sum())
+    estimate = core_algos.get_adv_estimator_fn(estimator)
+    actor = FSDPActorConfig(strategy="fsdp", ppo_mini_batch_size=1, ppo_micro_batch_size_per_gpu=1, rollout_n=1)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    generator = torch.Generator().manual_seed(seed)
+    index = np.array([f"group{i // n}" for i in range(groups * n)], dtype=object)
+    for _ in range(steps):
+        model.eval()
+        turns = [sample(model, PROMPT, tokens, temperature=1.0, generator=generator) for _ in range(groups * n)]
+        ids = torch.tensor([t.ids for t in turns])
+        mask = torch.ones(ids.shape)
+        rewards = torch.zeros(ids.shape)
+        rewards[:, -1] = torch.tensor([float(t.ids[0] in chosen) for t in turns])
+        advantages, _ = estimate(token_level_rewards=rewards, response_mask=mask, index=index)
+        model.train()
+        logits = model(input_ids=torch.cat([torch.tensor([PROMPT] * len(turns)), ids], 1)).logits
+        logp = torch.log_softmax(logits[:, len(PROMPT) - 1:-1].float(), -1).gather(-1, ids[..., None])[..., 0]
+        loss, _ = core_algos.compute_policy_loss_vanilla(old_log_prob=logp.detach(), log_prob=logp,
+                                                         advantages=advantages, response_mask=mask,
+                                                         loss_agg_mode="token-mean", config=actor)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return before, float(first_token_probs()[success].sum())
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_grpo_raises_the_success_probability_and_the_permuted_control_does_not(seed):
+    before, after = play("grpo", seed)
+    assert 0.4 < before < 0.6
+    assert after - before >= 0.3, (before, after)
+    before, after = play("grpo_permuted", seed)
+    assert abs(after - before) <= 0.1, (before, after)
+
+
+def test_the_permuted_rewards_keep_the_step_s_rewards_and_move_them():
+    from trainer.verl.advantage import permuted_rewards
+
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0], [1, 1, 1, 1], [1, 0, 0, 0]] * 4, dtype=torch.float32)
+    rewards = torch.zeros_like(mask)
+    scores = torch.tensor([1.0, 0.0, 0.0, 1.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.0])
+    rewards[torch.arange(16), mask.sum(-1).long() - 1] = scores
+    out = permuted_rewards(rewards, mask)
+    assert sorted(out.sum(-1).tolist()) == sorted(scores.tolist())  # the same rewards
+    assert ((out != 0) <= (mask.cumsum(-1) == mask.sum(-1, keepdim=True))).all()  # each on its row's last token
+    assert not torch.equal(out.sum(-1), scores)  # moved
+    assert torch.equal(permuted_rewards(rewards, mask), out)  # the same batch: the same permutation
+    other = rewards.clone()
+    other[0, 2], other[1, 1] = 0.0, 1.0  # another step's rewards
+    assert not torch.equal(permuted_rewards(other, mask).sum(-1), out.sum(-1))

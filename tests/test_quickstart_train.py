@@ -77,6 +77,21 @@ def test_json_without_train_is_refused_before_anything_runs(tmp_path):
     assert "--json applies to --train only" in res.output and not (tmp_path / "qs").exists()
 
 
+def test_control_without_train_is_refused_before_anything_runs(tmp_path):
+    res = CliRunner().invoke(app, ["quickstart", "--n", "1", "--out-dir", str(tmp_path / "qs"), "--control", "--no-progress"])
+    assert res.exit_code == 2, res.output
+    assert "--control applies to --train only" in res.output and not (tmp_path / "qs").exists()
+
+
+def test_the_loop_trains_standard_grpo_and_its_control_the_permuted_rewards(tmp_path):
+    """What the GRPO stage runs, read from configs/laptop_grpo.yaml as the launch reads it: the
+    cluster's algorithm (GRPO's advantages, token-mean), or with --control the permuted rewards."""
+    from trainer.verl.quickstart_train import TrainPlan, algorithm
+
+    assert algorithm(TrainPlan(out=tmp_path)) == {"adv_estimator": "grpo", "loss_agg_mode": "token-mean"}
+    assert algorithm(TrainPlan(out=tmp_path, control=True))["adv_estimator"] == "grpo_permuted"
+
+
 @pytest.fixture(scope="module")
 def loop(tmp_path_factory):
     if os.environ.get("TBT_CPU_SMOKE") != "1":
@@ -103,6 +118,7 @@ def test_the_whole_loop_runs_and_its_last_line_is_the_summary(loop):
     assert first.exit_code == 0, first.output[-6000:]
     s = json.loads(first.stdout.strip().splitlines()[-1])
     assert s["steps"] == 1 and s["k"] == 4 and s["tasks"] == 8
+    assert s["algorithm"] == {"adv_estimator": "grpo", "loss_agg_mode": "token-mean"} and s["control"] is False
     assert 0 <= s["base_pass_at_1"] <= 1 and 0 <= s["trained_pass_at_1"] <= 1
     lo, hi = s["delta_interval"]
     assert lo <= s["delta"] <= hi and s["delta"] == pytest.approx(s["trained_pass_at_1"] - s["base_pass_at_1"])

@@ -123,6 +123,10 @@ def quickstart_command(
     steps: Annotated[int, typer.Option("--steps", min=1, help="GRPO steps of --train.")] = TrainPlan.steps,
     k: Annotated[int, typer.Option("--k", min=2, help="Attempts per task in --train's evaluations.")] = TrainPlan.k,
     lr: Annotated[float, typer.Option("--lr", help="GRPO learning rate of --train.")] = TrainPlan.lr,
+    control: Annotated[bool, typer.Option("--control", help=(
+        "With --train: the permuted-reward control instead of GRPO (each step's rewards permuted across its "
+        "episodes, adv_estimator grpo_permuted; OUT_DIR/train-control): the same run with the reward's link to what "
+        "the episodes did broken. A rise GRPO shows and the control does not comes from the reward."))] = False,
     as_json: Annotated[bool, typer.Option("--json", help=(
         "With --train: the last line is one JSON object (base_pass_at_1, trained_pass_at_1, delta_interval, steps, ...)."))] = False,
     progress: ProgressOpt = True,
@@ -143,10 +147,15 @@ def quickstart_command(
       tbt quickstart
       tbt quickstart --n 4 --out-dir /tmp/qs
       tbt quickstart --train --json
+      tbt quickstart --train --control --json
       tbt quickstart --n 2 --train --steps 1 --k 4
     """
     if as_json and not train:
         err.print("error: --json applies to --train only (the learning loop's summary)", markup=False, highlight=False)
+        raise typer.Exit(2)
+    if control and not train:
+        err.print("error: --control applies to --train only (the learning loop's control run)", markup=False,
+                  highlight=False)
         raise typer.Exit(2)
     from trainer.data.bands import Bands
     from trainer.data.prepare import PrepareConfig, PrepareError, prepare
@@ -199,24 +208,25 @@ def quickstart_command(
                   highlight=False)
         raise typer.Exit(rc)
     if train:
-        _train(out_dir / "train", steps=steps, k=k, lr=lr, as_json=as_json, progress=progress)
+        _train(out_dir / ("train-control" if control else "train"), steps=steps, k=k, lr=lr, control=control,
+               as_json=as_json, progress=progress)
 
 
-def _train(out_dir: Path, *, steps: int, k: int, lr: float, as_json: bool, progress: bool) -> None:
+def _train(out_dir: Path, *, steps: int, k: int, lr: float, control: bool, as_json: bool, progress: bool) -> None:
     from trainer.verl.quickstart_train import StageError, train_loop
 
     def say(line: str) -> None:
         err.print(line, markup=False, highlight=False)
 
     try:
-        s = train_loop(TrainPlan(out=out_dir, steps=steps, k=k, lr=lr, progress=progress), say)
+        s = train_loop(TrainPlan(out=out_dir, steps=steps, k=k, lr=lr, control=control, progress=progress), say)
     except StageError as e:
         err.print(f"error: {e}", markup=False, highlight=False)
         raise typer.Exit(e.code)
     lo, hi = s["delta_interval"] or (None, None)
     verdict = ("up: the interval excludes 0" if lo is not None and lo > 0 else
                "down: the interval excludes 0" if hi is not None and hi < 0 else "not distinguishable from noise")
-    say(f"trained {s['steps']} GRPO step(s): pass@1 {s['base_pass_at_1']:.1%} -> {s['trained_pass_at_1']:.1%} "
+    say(f"trained {s['steps']} {'CONTROL (permuted rewards)' if control else 'GRPO'} step(s): pass@1 {s['base_pass_at_1']:.1%} -> {s['trained_pass_at_1']:.1%} "
         f"({s['tasks']} tasks x {s['k']}), change {s['delta'] * 100:+.1f} pt, 95% paired bootstrap "
         f"[{lo * 100:+.1f}, {hi * 100:+.1f}] pt: {verdict}; reward per step "
         + ", ".join("-" if r is None else f"{r:.2f}" for r in s["reward_per_step"])

@@ -53,7 +53,12 @@ class TrainPlan:
     warm_lr: float = 3e-2
     lr: float = 5e-4
     seed: int = 0
+    control: bool = False  # the permuted-reward control (advantage.CONTROL) instead of GRPO
     progress: bool = True
+
+    @property
+    def adv_estimator(self) -> str:
+        return "grpo_permuted" if self.control else "grpo"
 
 
 def tbt(*args: Any) -> list[str]:
@@ -190,7 +195,7 @@ def train_loop(plan: TrainPlan, say: Callable[[str], None]) -> dict[str, Any]:
         run.kept(3, "GRPO", last)
     else:
         env = {"LAPTOP_DIR": str(out), "CKPT_DIR": str(ckpt), "STEPS": str(plan.steps), "SAVE_FREQ": "1",
-               "LR": str(plan.lr), "CONFIG": CONFIG, "EXPERIMENT": "quickstart-train"}
+               "LR": str(plan.lr), "ADV": plan.adv_estimator, "CONFIG": CONFIG, "EXPERIMENT": "quickstart-train"}
         # every pool task in every step, one update over all their groups (configs/laptop_grpo.yaml),
         # unless the caller set BATCH
         if os.environ.get("BATCH"):
@@ -218,11 +223,21 @@ def train_loop(plan: TrainPlan, say: Callable[[str], None]) -> dict[str, Any]:
     paired = cmp["paired_pass_at_1"]
     from trainer.verl.trainlog import curve, read
 
-    return {"base_pass_at_1": pass1["base"]["share"], "trained_pass_at_1": pass1["candidate"]["share"],
+    return {"algorithm": algorithm(plan), "lr": plan.lr, "control": plan.control,
+            "base_pass_at_1": pass1["base"]["share"], "trained_pass_at_1": pass1["candidate"]["share"],
             "delta": paired["delta"], "delta_interval": paired["interval"], "steps": plan.steps,
             "tasks": cmp["tasks"]["paired"], "k": plan.k,
             "reward_per_step": [r["score"] for r in curve(read(metrics))],
             "report": str(report), "seconds": run.seconds, "total_seconds": round(sum(run.seconds.values()), 1)}
 
 
-__all__ = ["StageError", "TrainPlan", "train_loop"]
+def algorithm(plan: TrainPlan, config: Path = ROOT / CONFIG) -> dict[str, Any]:
+    """What the GRPO stage trains with, as the launch reads the laptop config: the advantage
+    estimator this plan sets and the loss aggregation."""
+    from trainer.verl.launch import read_config
+
+    cfg = read_config(config, {"LR": str(plan.lr), "ADV": plan.adv_estimator})
+    return {"adv_estimator": cfg["algorithm.adv_estimator"], "loss_agg_mode": cfg["actor_rollout_ref.actor.loss_agg_mode"]}
+
+
+__all__ = ["StageError", "TrainPlan", "algorithm", "train_loop"]

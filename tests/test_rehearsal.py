@@ -105,6 +105,22 @@ def test_the_nccl_backend_fails_the_registry_check_naming_cupy(config):
     assert not by_rule(kernel_checks(cfg, "qwen3"), "rehearsal: kernel cupy").ok
 
 
+@no_flash_attn
+def test_the_fully_async_trainer_needs_flash_attn_to_unpad_whatever_the_attention():
+    """verl's fully-async trainer unpads every batch with flash_attn.bert_padding (sdpa does not
+    change that); trainer.verl.cpu, named in VERL_USE_EXTERNAL_MODULES, swaps in plain torch
+    (configs/cpu_smoke_async.yaml's env:); the v1 trainer of the synchronous configs calls none."""
+    from trainer.verl.rehearsal import unpadding_check
+
+    sdpa = ["+actor_rollout_ref.model.override_config.attn_implementation=sdpa"]
+    c = unpadding_check(composed("configs/async_single_node.yaml", sdpa), {})
+    assert not c.ok and "left_right_2_no_padding" in c.detail and "No module named 'flash_attn'" in c.detail
+    assert unpadding_check(composed("configs/async_single_node.yaml"), {"VERL_USE_EXTERNAL_MODULES": "trainer.verl.cpu"}).ok
+    plan_async = plan([], {**BASE_ENV, "CONFIG": "configs/cpu_smoke_async.yaml"})
+    assert unpadding_check(plan_async[1], plan_async[3].env).ok
+    assert unpadding_check(composed("configs/train_single_node.yaml", sdpa), {}) is None
+
+
 def test_a_backend_no_module_registers_is_named_as_such():
     from trainer.verl.rehearsal import checkpoint_engine_check
 
@@ -250,8 +266,9 @@ from trainer.verl.rehearsal import rehearse
 from dataclasses import asdict
 out = {}
 for name, config, cli, env in json.loads(sys.argv[1]):
-    cfg = plan(cli, {**os.environ, "CONFIG": config, **env})[1]
-    out[name] = [asdict(c) for c in rehearse(cfg)]
+    run_env = {**os.environ, "CONFIG": config, **env}
+    _, cfg, _, extras = plan(cli, run_env)
+    out[name] = [asdict(c) for c in rehearse(cfg, env={**run_env, **extras.env})]
 print("RESULT " + json.dumps(out))
 """
 
@@ -287,9 +304,14 @@ def test_every_gpu_config_rehearsed_in_the_gpu_env():
             assert attn.ok, lines
         else:
             assert not attn.ok and "needs a GPU-node build: flash-attn" in attn.detail, lines
-        rest = [c for c in checks if not c.ok and c is not attn and c.rule != "rehearsal: kernel flash_attn"]
+        flash = ("rehearsal: kernel flash_attn", "rehearsal: verl's unpadding helpers")  # flash-attn's too
+        for c in checks:
+            if c.rule in flash:
+                assert c.ok == fa_built and (fa_built or "needs a GPU-node build: flash-attn" in c.detail), c.line()
+        rest = [c for c in checks if not c.ok and c is not attn and c.rule not in flash]
         assert rest == [], [c.line() for c in rest]  # nothing else fails
     for name in ASYNC:
+        by_rule(results[name], "rehearsal: verl's unpadding helpers")  # present, checked above
         nccl = by_rule(results[name], "rehearsal: weight-sync backend nccl")
         assert "NCCLCheckpointEngine" in nccl.detail and by_rule(results[name], "rehearsal: kernel cupy").ok
     assert by_rule(results["reference_3x8 xml"], "rehearsal: kernel fla").detail.startswith("imports")

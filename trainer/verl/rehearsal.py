@@ -30,7 +30,9 @@ c. The vLLM server's arguments: verl's own `vLLMHttpServer.launch_server` builds
 d. Each compiled kernel the config names, imported: flash_attn (flash_attention_2), fla and
    causal_conv1d (the qwen3_5 family's Gated-DeltaNet layers: fla required with Ulysses SP > 1,
    otherwise transformers and verl fall back to torch), cupy (the nccl backend), liger_kernel
-   (use_liger), triton (fused kernels on the triton backend).
+   (use_liger), triton (fused kernels on the triton backend); and flash_attn.bert_padding where
+   the trainer unpads batches with it whatever the attention (the fully-async trainer: verl's
+   left_right_2_no_padding), unless VERL_USE_EXTERNAL_MODULES names trainer.verl.cpu.
 
 What only a GPU can show (NCCL itself, CUDA IPC weight transfer, memory at long context, vLLM at
 tensor parallel 4) is listed in docs/training.md, "Before the first cluster run".
@@ -486,16 +488,43 @@ def kernel_checks(cfg: Any, model_type: str | None) -> list[Check]:
     return checks
 
 
+def unpadding_check(cfg: Any, env: Mapping[str, str]) -> Check | None:
+    """verl's unpadding helpers, where the config's trainer calls them: whatever the attention, the
+    fully-async trainer (and the legacy, non-v1 one) unpads each batch before its log-prob and
+    update steps (verl.workers.utils.padding.left_right_2_no_padding -> verl.utils.attention_utils),
+    which imports flash_attn.bert_padding; trainer.verl.cpu, named in VERL_USE_EXTERNAL_MODULES,
+    gives them plain-torch ones. The v1 trainer passes nested tensors and calls none (None)."""
+    fully_async = cfg_get(cfg, "async_training") is not None
+    if not fully_async and cfg_get(cfg, "trainer.use_v1", False):
+        return None
+    rule = "rehearsal: verl's unpadding helpers"
+    who = "the fully-async trainer" if fully_async else "verl's RayPPOTrainer (trainer.use_v1=false)"
+    ok, why = importable("flash_attn.bert_padding")
+    if ok:
+        return Check(rule, True, f"{who} unpads with flash_attn.bert_padding: it imports")
+    if "trainer.verl.cpu" in str(env.get("VERL_USE_EXTERNAL_MODULES", "")).split(","):
+        return Check(rule, True, f"{who} unpads with the plain-torch helpers of trainer/verl/cpu/padding.py "
+                                 "(VERL_USE_EXTERNAL_MODULES=trainer.verl.cpu; no flash-attn here)")
+    return Check(rule, False, f"{who} unpads each batch before its log-prob and update steps "
+                              "(verl.workers.utils.padding.left_right_2_no_padding -> verl.utils.attention_utils), "
+                              f"which imports flash_attn.bert_padding whatever the attention: {why}; {where_from('flash_attn')}",
+                 site=True)
+
+
 # --- all of it --------------------------------------------------------------------------------
 
-def rehearse(cfg: Any, workdir: Path | None = None) -> list[Check]:
-    """Every check of the module docstring for one composed config, in this process."""
+def rehearse(cfg: Any, workdir: Path | None = None, env: Mapping[str, str] | None = None) -> list[Check]:
+    """Every check of the module docstring for one composed config, in this process; `env`: the
+    run's variables (default this process's: the launch's child gets the config's `env:` too)."""
+    env = os.environ if env is None else env
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is downloaded: the model is local or a stand-in
     with tempfile.TemporaryDirectory(prefix="tbt-rehearsal-") as tmp:
         source = model_source(cfg, Path(workdir or tmp))
         checks, mc = model_checks(cfg, source)
         kind = getattr(getattr(mc, "hf_config", None), "model_type", None)
         checks += kernel_checks(cfg, kind)
+        unpad = unpadding_check(cfg, env)
+        checks += [unpad] if unpad else []
         checks.append(checkpoint_engine_check(cfg))
         checks.append(vllm_args_check(cfg, mc))
     return checks

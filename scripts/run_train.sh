@@ -13,7 +13,9 @@
 # configs/train_single_node.yaml), MODEL_PATH, MODEL_FAMILY (hermes|xml), TRAIN_FILE, VAL_FILE,
 # CKPT_DIR, NNODES, GPUS_PER_NODE (config), NODE_GPUS (this node, default nvidia-smi), EXPERIMENT,
 # TBT_USER_SPEC / TBT_JUDGE_SPEC (specs as in `tbt run --help`) with their keys in
-# TBT_USER_API_KEY / TBT_JUDGE_API_KEY, RAY_ADDRESS.
+# TBT_USER_API_KEY / TBT_JUDGE_API_KEY, RAY_ADDRESS, NODE_DRIVER (this node's NVIDIA driver,
+# default nvidia-smi), TBT_PYTHON (the interpreter: default .venv/bin/python, else uv run; e.g. the
+# environment `uv sync --extra gpu` made elsewhere through UV_PROJECT_ENVIRONMENT).
 # DRY_RUN=true prints the command and every resolved override (secrets redacted), the preflight
 # and the patches, and starts nothing: no Ray, no GPU, no server, no model. The preflight names
 # every problem in one run. A config check (the topology, batch sizes, the checkpoint directory,
@@ -21,7 +23,8 @@
 # site (an unset variable, a missing file, a synthetic judge or scripted user outside a smoke
 # config, an endpoint's key variable) is a need line, and the dry run exits 0 with a last line
 # naming what a launch here would still need. DRY_RUN=strict fails on those too (FAIL lines,
-# exit 1), as a real launch does: run it on the launch node just before launching. Empty, false,
+# exit 1), as a real launch does: run it on the launch node just before launching; where the gpu
+# extra is installed it also runs the rehearsal (trainer/verl/rehearsal.py). Empty, false,
 # 0 or no: a real launch (any failed check: FAIL lines, exit 1); another value: exit 2.
 # -h / --help: this text. See docs/training.md.
 set -euo pipefail
@@ -30,7 +33,9 @@ if [[ ${1:-} == -h || ${1:-} == --help ]]; then
   exit 0
 fi
 cd "$(dirname "$0")/.."
-if [[ -x .venv/bin/python ]]; then
+if [[ -n ${TBT_PYTHON:-} ]]; then
+  PY=$TBT_PYTHON
+elif [[ -x .venv/bin/python ]]; then
   PY=.venv/bin/python
 else
   PY="uv run --frozen python"

@@ -21,7 +21,9 @@
    divides across ranks, one log-prob micro-batch size set (rollout and ref), the checkpoint
    directory absolute (and not node-local on several nodes); with `trainer.resume_mode=auto` and a
    `latest_checkpointed_iteration.txt` there, the step it names verified as `tbt checkpoint verify`
-   does and saved on this run's world size (`resume_checks`); the endpoint variables of openai:
+   does and saved on this run's world size (`resume_checks`); this node's NVIDIA driver new enough
+   for the CUDA build of the installed torch (`NODE_DRIVER`, else `nvidia-smi`; skipped where
+   neither says); the endpoint variables of openai:
    user / judge specs set (their values never printed); no `synthetic` judge (it answers Yes to
    every question) and no `scripted` user (the task's user context, no model) outside a smoke
    config: one whose top level says `smoke: true` (configs/cpu_smoke.yaml; inherited through
@@ -65,6 +67,12 @@
    `# a launch here would stop until: ...` line naming those inputs, exit 0. `strict`: the same
    dry run, failing (`FAIL`, exit 1, as a real launch) on every failed check, inputs included:
    the gate to run on the launch node just before launching. Any other value: exit 2, named.
+   Where the gpu extra is installed (vLLM importable), `strict` also runs the rehearsal
+   (trainer/verl/rehearsal.py, in a child process): the actor's model config and a tiny model of
+   its architecture with the configured attention, the weight-sync backend, verl's vLLM server
+   arguments through vLLM's parser, the compiled kernels the config names; its checks are printed
+   after the preflight's and fail the run as they do. Without the gpu extra, or under `true`, a
+   `# rehearsal: skipped (...)` line says why.
 
 Secrets: values of variables whose names hold KEY, TOKEN, SECRET or PASSWORD, and the user
 info and query of every URL, never appear in the output.
@@ -365,6 +373,8 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     print("# preflight")
     for c in checks:
         print(redact(c.line(lenient), env))
+    if dry:
+        checks = checks + rehearsal(cfg, mode, {**env, **extras.env})
     needed = [c.brief or c.rule for c in checks if not c.ok and lenient and c.site]  # the `need` lines
     failed = [c.brief or c.rule for c in checks if not c.ok and not (lenient and c.site)]  # the `FAIL` lines
     if failed:
@@ -414,6 +424,22 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     if env.get("VERL_FILE_LOGGER_PATH"):  # verl's file logger opens it without making its folder
         Path(env["VERL_FILE_LOGGER_PATH"]).parent.mkdir(parents=True, exist_ok=True)
     return subprocess.call([sys.executable, "-m", extras.entry.module, *overrides], env=env, cwd=str(ROOT))
+
+
+def rehearsal(cfg: Any, mode: str, env: Mapping[str, str]) -> list[Check]:
+    """The rehearsal's checks (module docstring, point 6), printed: run under DRY_RUN=strict where
+    the gpu extra is installed; otherwise one line saying why not, and no checks."""
+    from trainer.verl.rehearsal import gpu_extra_missing, run_isolated
+
+    missing = gpu_extra_missing()
+    if mode != "strict" or missing:
+        print(f"# rehearsal: skipped ({missing or 'DRY_RUN=strict runs it'})")
+        return []
+    print("# rehearsal (trainer/verl/rehearsal.py): what a GPU start-up does first, run here without a GPU")
+    checks = run_isolated(cfg, env)
+    for c in checks:
+        print(redact(c.line(), env))
+    return checks
 
 
 def dead_endpoints(cfg: Any, timeout: float = 5.0) -> list[str]:

@@ -182,6 +182,7 @@ def preflight(cfg: Any, env: Mapping[str, str], *, missing: Mapping[str, Sequenc
         checks.append(Check(rule, ckpt.startswith("/") and not (nnodes > 1 and local),
                             f"trainer.default_local_dir={ckpt}" + (" is node-local on a multi-node run" if nnodes > 1 and local else "")))
         checks += resume_checks(cfg, ckpt, world)
+    checks.append(driver_check(env))
     for role in ("user", "judge"):
         spec = str(cfg_get(cfg, f"thinkingbox.{role}", "") or "")
         kind, what, fix = _STAND_IN[role]
@@ -282,6 +283,68 @@ def fully_async_checks(cfg: Any, have: int | None) -> list[Check]:
     return checks
 
 
+# the oldest Linux driver each CUDA major of torch's wheel runs on: 13.x needs the R580 branch (13.0
+# GA shipped with 580.65.06; minor-version compatibility covers 13.x from it), 12.x R525 (12.0 GA: 525.60.13)
+DRIVER_FOR_CUDA = {12: "525.60.13", 13: "580.65.06"}
+
+
+def version_tuple(v: str) -> tuple[int, ...]:
+    """`580.65.06` -> (580, 65, 6); what does not parse is ()."""
+    parts = v.strip().split(".")
+    return tuple(int(p) for p in parts) if v.strip() and all(p.isdigit() for p in parts) else ()
+
+
+def driver_at_least(have: str, need: str) -> bool:
+    """Whether driver version `have` is `need` or newer (numerically, part by part)."""
+    h, n = version_tuple(have), version_tuple(need)
+    return bool(h) and h >= n
+
+
+def torch_cuda() -> tuple[str, str | None]:
+    """(torch's version, the CUDA version its wheel is built for), read from torch/version.py
+    without importing torch (the launch stays light); CUDA None for a CPU-only build."""
+    import importlib.util
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return "not installed", None
+    text = (Path(list(spec.submodule_search_locations)[0]) / "version.py").read_text(encoding="utf-8")
+    ver = re.search(r"__version__\s*=\s*'([^']+)'", text)
+    cuda = re.search(r"^cuda\b[^=]*=\s*'([^']+)'", text, re.M)
+    return (ver.group(1) if ver else "?"), (cuda.group(1) if cuda else None)
+
+
+def node_driver(env: Mapping[str, str]) -> list[str] | None:
+    """The NVIDIA driver version of each GPU on this node: NODE_DRIVER when set (a launcher node
+    without GPUs, tests), else `nvidia-smi --query-gpu=driver_version`; None when neither says."""
+    if env.get("NODE_DRIVER"):
+        return [env["NODE_DRIVER"]]
+    try:
+        r = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                           capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = [line.strip() for line in r.stdout.splitlines() if line.strip()]
+    return found if r.returncode == 0 and found else None
+
+
+def driver_check(env: Mapping[str, str]) -> Check:
+    """This node's NVIDIA driver against what the CUDA build of the installed torch needs."""
+    version, cuda = torch_cuda()
+    rule = "NVIDIA driver for torch's CUDA"
+    need = DRIVER_FOR_CUDA.get(int(cuda.split(".")[0])) if cuda else None
+    if need is None:
+        return Check(rule, True, f"torch {version} is built for CUDA {cuda or 'none'}: no driver minimum known here",
+                     skipped=True, site=True)
+    wants = f"torch {version} is built for CUDA {cuda}, which needs driver >= {need}"
+    have = node_driver(env)
+    if have is None:
+        return Check(rule, True, f"no nvidia-smi on this node: not compared ({wants})", skipped=True, site=True)
+    old = [v for v in have if not driver_at_least(v, need)]
+    return Check(rule, not old, f"driver {', '.join(dict.fromkeys(have))} on this node; {wants}"
+                 + (": CUDA calls fail with 'driver version is insufficient' (upgrade the driver)" if old else ""),
+                 site=True)
+
+
 def node_gpus(env: Mapping[str, str]) -> int | None:
     """GPUs on this node: NODE_GPUS when set (a launcher node without GPUs, tests), else
     `nvidia-smi -L`; None when neither says."""
@@ -294,5 +357,6 @@ def node_gpus(env: Mapping[str, str]) -> int | None:
     return sum(1 for line in r.stdout.splitlines() if line.startswith("GPU ")) if r.returncode == 0 else None
 
 
-__all__ = ["Check", "LaunchError", "cfg_get", "cfg_int", "file_checks", "fully_async_checks", "gpu_split", "input_paths",
-           "node_gpus", "preflight", "render", "resume_checks", "unset_names"]
+__all__ = ["cfg_get", "cfg_int", "Check", "driver_at_least", "driver_check", "DRIVER_FOR_CUDA", "file_checks",
+           "fully_async_checks", "gpu_split", "input_paths", "LaunchError", "node_driver", "node_gpus", "preflight",
+           "render", "resume_checks", "torch_cuda", "unset_names", "version_tuple"]

@@ -1,0 +1,100 @@
+"""Does GRPO, as the cluster configs run it, make the laptop's tiny policy better, and is the reward why?
+
+    uv run python bench/learning.py [--json] [--seeds 0 1] [--lr 1e-4 ...] [--steps 4] [--k 8] [--out DIR]
+
+For each seed and learning rate: `tbt quickstart --train`'s loop (trainer/verl/quickstart_train.py:
+golden warm start, base evaluation, GRPO through scripts/run_train.sh and configs/laptop_grpo.yaml
+with verl's own trainer, merge, trained evaluation, `tbt compare`) with standard GRPO
+(adv_estimator grpo, token-mean, no KL), then the same loop with the permuted-reward control
+(`grpo_permuted`: each step's rewards permuted across its episodes). A seed's control starts from
+the seed's own warm start and base evaluation (copied, not recomputed: the same weights and the
+same base episodes), so the two runs differ only in what the reward says.
+
+It prints one row per run (seed, lr, algorithm, pass@1 before and after, the change, its interval
+and `tbt compare`'s verdict, minutes) and, with --json, a last line
+
+    {"grpo": [{"seed", "lr", "delta", "delta_interval", "distinguishable"}...], "control": [...]}
+
+The loop's stages resume: a rerun with the same --out keeps every finished run. Each run is
+~15-20 min on 2 cores (the warm start ~4 of them, once a seed), so the default (2 seeds, one
+learning rate, GRPO and control) is about an hour. docs/training.md has the measured table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from trainer.verl.quickstart_train import TrainPlan, train_loop  # noqa: E402
+
+SHARED = ("warm", "base.jsonl", "base.agg.json", "probes.jsonl")  # a seed's warm start and base evaluation
+
+
+def run(out: Path, seed: int, lr: float, steps: int, k: int, control: bool, say) -> dict:
+    plan = TrainPlan(out=out, seed=seed, lr=lr, steps=steps, k=k, control=control, progress=False)
+    t = time.time()
+    s = train_loop(plan, say)
+    verdict = s.get("distinguishable")
+    if verdict is None:  # a compare without the one verdict: the interval's own
+        lo, hi = s["delta_interval"] or (None, None)
+        verdict = lo is not None and (lo > 0 or hi < 0)
+    return {"seed": seed, "lr": lr, "algorithm": s["algorithm"]["adv_estimator"], "base": s["base_pass_at_1"],
+            "trained": s["trained_pass_at_1"], "delta": s["delta"], "delta_interval": s["delta_interval"],
+            "distinguishable": bool(verdict), "reward_per_step": s["reward_per_step"],
+            "minutes": round((time.time() - t) / 60, 1)}
+
+
+def share(src: Path, dst: Path) -> None:
+    """The seed's warm start and base evaluation into the control's directory (kept if there)."""
+    dst.mkdir(parents=True, exist_ok=True)
+    for name in SHARED:
+        a, b = src / name, dst / name
+        if b.exists() or not a.exists():
+            continue
+        (shutil.copytree if a.is_dir() else shutil.copy2)(a, b)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    ap.add_argument("--lr", type=float, nargs="+", default=[TrainPlan.lr])
+    ap.add_argument("--steps", type=int, default=TrainPlan.steps)
+    ap.add_argument("--k", type=int, default=TrainPlan.k)
+    ap.add_argument("--out", type=Path, default=Path("/tmp/tbt-bench-learning"))
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    rows: dict[str, list[dict]] = {"grpo": [], "control": []}
+    for seed in args.seeds:
+        for lr in args.lr:
+            grpo_dir = args.out / f"seed{seed}" / f"lr{lr:g}" / "grpo"
+            control_dir = args.out / f"seed{seed}" / f"lr{lr:g}" / "control"
+            rows["grpo"].append(run(grpo_dir, seed, lr, args.steps, args.k, False, say))
+            share(grpo_dir, control_dir)
+            rows["control"].append(run(control_dir, seed, lr, args.steps, args.k, True, say))
+    print(f"{'seed':>4} {'lr':>8} {'run':<8} {'pass@1 base':>11} {'trained':>8} {'change':>8} {'95% interval':>18} "
+          f"{'verdict':<20} {'min':>5}")
+    for kind in ("grpo", "control"):
+        for r in rows[kind]:
+            lo, hi = r["delta_interval"] or (float("nan"), float("nan"))
+            print(f"{r['seed']:>4} {r['lr']:>8g} {kind:<8} {r['base']:>11.1%} {r['trained']:>8.1%} "
+                  f"{r['delta'] * 100:>+7.2f}  [{lo * 100:+6.2f}, {hi * 100:+6.2f}] "
+                  f"{'distinguishable' if r['distinguishable'] else 'not distinguishable':<20} {r['minutes']:>5}")
+    if args.json:
+        keep = ("seed", "lr", "delta", "delta_interval", "distinguishable")
+        print(json.dumps({kind: [{key: r[key] for key in keep} for r in rows[kind]] for kind in rows}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -33,10 +33,10 @@ GPU_SMOKE = ["actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.rollout.d
              "actor_rollout_ref.actor.fsdp_config.dtype=bfloat16", "actor_rollout_ref.model.use_remove_padding=true",
              "+actor_rollout_ref.model.override_config.attn_implementation=flash_attention_2"]
 SMOKE_ENV = {"SMOKE_PLATFORM": "nvidia", "SMOKE_DEVICE": "cuda", "SMOKE_DIR": "/tmp/tbt-gpu-smoke"}
-# (name, config, overrides, environment): every GPU config; the reference run also in its family (xml: qwen3_5)
+# (name, config, overrides, environment): every GPU config; the reference run in its family (xml: qwen3_5) and as hermes
 GPU_CONFIGS = [("train_single_node", "configs/train_single_node.yaml", [], {}),
                ("reference_3x8", "configs/reference_3x8.yaml", [], {}),
-               ("reference_3x8 xml", "configs/reference_3x8.yaml", [], {"MODEL_FAMILY": "xml"}),
+               ("reference_3x8 hermes", "configs/reference_3x8.yaml", [], {"MODEL_FAMILY": "hermes"}),
                ("reference_3x8_async", "configs/reference_3x8_async.yaml", [], {}),
                ("async_single_node", "configs/async_single_node.yaml", [], {}),
                ("gpu_smoke", "configs/cpu_smoke.yaml", GPU_SMOKE, SMOKE_ENV)]
@@ -72,7 +72,7 @@ def test_a_flash_attention_2_config_fails_the_attention_check_naming_key_impleme
     cfg = composed(config, cli, **env)
     checks, mc = model_checks(cfg, model_source(cfg, workdir))
     assert checks[0].ok and mc is not None, checks[0].line()  # verl's HFModelConfig builds
-    want = "qwen3_5" if "xml" in name else "qwen3"
+    want = "qwen3_5" if name.startswith("reference_3x8") and "hermes" not in name else "qwen3"  # the reference: xml
     assert mc.hf_config.model_type == want and f"stand-in: the tiny {want}" in checks[0].detail
     attn = by_rule(checks, "rehearsal: attention implementation flash_attention_2")
     assert not attn.ok, attn.line()
@@ -314,7 +314,7 @@ def test_every_gpu_config_rehearsed_in_the_gpu_env():
         by_rule(results[name], "rehearsal: verl's unpadding helpers")  # present, checked above
         nccl = by_rule(results[name], "rehearsal: weight-sync backend nccl")
         assert "NCCLCheckpointEngine" in nccl.detail and by_rule(results[name], "rehearsal: kernel cupy").ok
-    assert by_rule(results["reference_3x8 xml"], "rehearsal: kernel fla").detail.startswith("imports")
+    assert by_rule(results["reference_3x8"], "rehearsal: kernel fla").detail.startswith("imports")
     assert "tensor_parallel_size=4" in by_rule(results["reference_3x8"], "rehearsal: vLLM server arguments").detail
 
 

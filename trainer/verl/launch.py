@@ -240,7 +240,7 @@ def overrides_from(config: Mapping[str, Any], cli: Sequence[str]) -> list[str]:
     return [f"{k}={v}" if k in given else f"{k}={_quoted(render(v))}" for k, v in merged.items()]
 
 
-_PLAIN = re.compile(r"^[A-Za-z0-9_./\-+@]*$|^\[.*\]$")
+_PLAIN = re.compile(r"^[A-Za-z0-9_./\-+@]*$|^\[.*\]$|^\{.*\}$")
 
 
 def _quoted(v: str) -> str:

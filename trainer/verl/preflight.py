@@ -34,6 +34,8 @@ def render(v: Any) -> str:
         return "null"
     if isinstance(v, (list, tuple)):
         return "[" + ",".join(render(x) for x in v) + "]"
+    if isinstance(v, dict):  # Hydra's dict value: {key:value,...}
+        return "{" + ",".join(f"{k}:{render(x)}" for k, x in v.items()) + "}"
     return str(v)
 
 

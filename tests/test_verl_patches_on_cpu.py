@@ -22,15 +22,23 @@ PATCHES = Path(__file__).resolve().parents[1] / "trainer" / "verl" / "patches"
 VERL_ROOT = Path(importlib.util.find_spec("verl").origin).resolve().parent.parent
 
 
+def _series_index(patch: Path) -> int:
+    """Where `patch` stands in its target's series (0: it applies to verl's own file)."""
+    from trainer.verl.patching import patches, series
+
+    p = next(q for q in patches() if q.path.name == patch.name)
+    return series(p).index(p)
+
+
 def patched_module(tmp_path: Path, patch: Path, rel: str, name: str):
-    """`rel` (e.g. verl/trainer/ppo/v1/replay_buffer.py) copied, patched with `patch -p1`, imported as `name`."""
+    """`rel` (e.g. verl/trainer/ppo/v1/replay_buffer.py) as verl 0.9.0 ships it, with the patches
+    of its series up to `patch` (`patch -p1`; `patch` last), imported as `name`."""
+    from trainer.verl.patching import checkout
+
     dst = tmp_path / rel
     dst.parent.mkdir(parents=True)
     shutil.copy(VERL_ROOT / rel, dst)
-    if subprocess.run(["patch", "-p1", "--reverse", "--dry-run", "--force", "-i", str(patch)], cwd=tmp_path,
-                      capture_output=True).returncode == 0:  # the installed verl is patched already: start from stock
-        subprocess.run(["patch", "-p1", "--reverse", "--force", "-i", str(patch)], cwd=tmp_path, check=True,
-                       capture_output=True)
+    checkout(tmp_path, rel, _series_index(patch))  # the installed verl may be patched: start from the patch's base
     r = subprocess.run(["patch", "-p1", "--forward", "-i", str(patch)], cwd=tmp_path, capture_output=True, text=True)
     assert r.returncode == 0, f"{patch.name} does not apply to the installed verl {importlib.import_module('verl').__version__}:\n{r.stdout}{r.stderr}"
     if "." in name:  # a module inside verl's package (its relative imports resolve there)
@@ -63,15 +71,16 @@ def _failed_group_buffer(module):
 
 
 def stock_module(tmp_path: Path, patch: Path, rel: str, name: str):
-    """verl 0.9.0's own `rel`: the installed file, or, where scripts/prepare_verl.py has patched
-    the installed verl, that file with the patch reversed."""
+    """`rel` without `patch`: verl 0.9.0's own file, or, for a later patch of a series (e.g. 0008
+    after 0005), that file with the patches before it (the file the patch applies to)."""
+    from trainer.verl.patching import checkout
+
     dst = tmp_path / "stock" / rel
     dst.parent.mkdir(parents=True)
     shutil.copy(VERL_ROOT / rel, dst)
-    if subprocess.run(["patch", "-p1", "--reverse", "--dry-run", "--force", "-i", str(patch)], cwd=tmp_path / "stock",
-                      capture_output=True).returncode == 0:
-        subprocess.run(["patch", "-p1", "--reverse", "--force", "-i", str(patch)], cwd=tmp_path / "stock", check=True,
-                       capture_output=True)
+    checkout(tmp_path / "stock", rel, _series_index(patch))
+    if "." in name:  # a module inside verl's package (its relative imports resolve there)
+        importlib.import_module(name.rpartition(".")[0])
     spec = importlib.util.spec_from_file_location(name, dst)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod

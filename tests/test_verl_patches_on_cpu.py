@@ -490,3 +490,131 @@ def test_0006_the_fused_forward_computes_only_where_asked_and_the_same_there(tmp
     torch.testing.assert_close(part.log_probs[keep], full.log_probs[keep])
     for name, g in full_grads.items():
         torch.testing.assert_close(part_grads[name], g, msg=name)
+
+
+def _second_device():
+    """A second device on a machine with only a CPU, for device logic (not speed, not CUDA): tensors
+    of a subclass that hold CPU data and report the device "meta". Inside the returned dispatch mode
+    every operation runs on the data, one mixing such tensors with CPU tensors (0-dim ones aside)
+    raises as torch does across devices, and `.to("meta")` (any `device="meta"`) of a CPU tensor
+    makes one. Returns (mode class, the device, `plain(t)`: a tensor's CPU data)."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_map
+
+    there = torch.device("meta")
+
+    class Elsewhere(torch.Tensor):
+        @staticmethod
+        def __new__(cls, data):
+            t = torch.Tensor._make_wrapper_subclass(cls, data.shape, strides=data.stride(), dtype=data.dtype,
+                                                    device=there, storage_offset=data.storage_offset())
+            t.data_ = data
+            return t
+
+        @classmethod
+        def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+            return run(func, args, kwargs or {})
+
+    def run(func, args, kwargs):
+        devices = set()
+
+        def unwrap(x):
+            if isinstance(x, Elsewhere):
+                devices.add(there)
+                return x.data_
+            if isinstance(x, torch.Tensor) and x.dim() > 0:
+                devices.add(x.device)
+            return x
+
+        args, kwargs = tree_map(unwrap, args), tree_map(unwrap, kwargs)
+        if kwargs.get("device") is not None:
+            out = torch.device(kwargs["device"])
+            kwargs["device"] = torch.device("cpu")
+        elif len(devices) > 1:
+            raise RuntimeError(f"Expected all tensors to be on the same device, but found {sorted(map(str, devices))} "
+                               f"({func})")
+        else:
+            out = next(iter(devices), torch.device("cpu"))
+        result = func(*args, **kwargs)
+        return tree_map(lambda x: Elsewhere(x) if isinstance(x, torch.Tensor) and out == there else x, result)
+
+    class Mode(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return run(func, args, kwargs or {})
+
+    return Mode, there, lambda t: t.data_ if isinstance(t, Elsewhere) else t
+
+
+def test_0007_the_lm_head_weight_meets_the_hidden_states_on_their_device(tmp_path, monkeypatch):
+    import contextlib
+
+    import torch
+    from verl.utils.kernel import kernels
+
+    rel = "verl/utils/kernel/linear_cross_entropy.py"
+    patch = PATCHES / "0007-lm-head-weight-to-hidden-device.patch"
+    stock = stock_module(tmp_path, patch, rel, "verl.utils.kernel._tb_stock_linear_cross_entropy")
+    mod = patched_module(tmp_path / "patched", patch, rel, "verl.utils.kernel._tb_patched_linear_cross_entropy")
+    Mode, there, plain = _second_device()
+    monkeypatch.setattr(torch.cuda.nvtx, "range", lambda *_: contextlib.nullcontext())  # no CUDA driver here
+
+    def reference(hidden, weight, labels, temperature):
+        logp = ((hidden @ weight.T).float() / temperature).log_softmax(-1)
+        return logp.gather(-1, labels[:, None]).squeeze(-1), -(logp.exp() * logp).sum(-1)
+
+    seen = []  # (kernel, hidden's device, weight's device, the weight tensor)
+
+    def forward(hidden, weight, labels, reduction, temperature, dist_process_group):  # as the Triton kernel's host code
+        seen.append(("forward", hidden.device, weight.device, weight))
+        assert weight.device == hidden.device and labels.device == hidden.device
+        logprobs, entropy = reference(hidden, weight, labels, temperature)
+        return logprobs, entropy, torch.zeros_like(entropy), torch.zeros_like(entropy), torch.zeros_like(entropy)
+
+    def backward(dlogprobs, dentropy, hidden, weight, labels, maximum, acc, entropy_b, reduction, fp32, temperature,
+                 dist_process_group):
+        seen.append(("backward", hidden.device, weight.device, weight))
+        assert weight.device == hidden.device and labels.device == hidden.device
+        with torch.enable_grad():
+            h, w = hidden.detach().requires_grad_(), weight.detach().requires_grad_()
+            return torch.autograd.grad(reference(h, w, labels, temperature), (h, w), (dlogprobs, dentropy))
+
+    monkeypatch.setattr(kernels, "efficient_entropy_forward", forward)
+    monkeypatch.setattr(kernels, "efficient_entropy_backward", backward)
+
+    gen = torch.Generator().manual_seed(0)
+    hidden0, weight0 = torch.randn(2, 3, 8, generator=gen), torch.randn(11, 8, generator=gen)
+    labels0, a, b = torch.randint(0, 11, (2, 3), generator=gen), torch.rand(6, generator=gen), torch.rand(6, generator=gen)
+    h, w = hidden0.clone().requires_grad_(), weight0.clone().requires_grad_()
+    logprobs0, entropy0 = reference(h.view(6, 8), w, labels0.view(6), 0.7)
+    ((logprobs0 * a).sum() + (entropy0 * b).sum()).backward()
+
+    def run(module, hidden_there: bool):
+        seen.clear()
+        weight = weight0.clone().requires_grad_()  # the offloaded weight: on the CPU
+        with Mode():
+            hidden = (hidden0.to(there) if hidden_there else hidden0.clone()).requires_grad_()
+            labels = labels0.to(there) if hidden_there else labels0
+            logprobs, entropy = module.linear_cross_entropy(hidden, weight, labels, 0.7, "none")
+            ((logprobs * a.to(logprobs.device)).sum() + (entropy * b.to(entropy.device)).sum()).backward()
+        return weight, hidden, logprobs, entropy
+
+    with pytest.raises(AssertionError):  # unpatched: the kernel's device check
+        run(stock, hidden_there=True)
+    assert [(k, str(hd), str(wd)) for k, hd, wd, _ in seen] == [("forward", "meta", "cpu")]
+
+    weight, hidden, logprobs, entropy = run(mod, hidden_there=True)
+    assert [(k, str(hd), str(wd)) for k, hd, wd, _ in seen] == [("forward", "meta", "meta"), ("backward", "meta", "meta")]
+    assert logprobs.device == there and hidden.grad.device == there
+    torch.testing.assert_close(plain(logprobs), logprobs0)
+    torch.testing.assert_close(plain(entropy), entropy0)
+    torch.testing.assert_close(plain(hidden.grad), h.grad)
+    # on the offloaded weight's own device: autograd refuses a gradient on another device, but lets
+    # a tensor subclass through, so the stand-in device is checked here
+    assert type(weight.grad) is torch.Tensor and weight.grad.device == torch.device("cpu")
+    torch.testing.assert_close(weight.grad, w.grad)
+    # both on one device: as stock, the kernels get the very weight tensor (no copy)
+    weight, hidden, logprobs, _ = run(mod, hidden_there=False)
+    assert [k for k, *_ in seen] == ["forward", "backward"] and all(t is weight for *_, t in seen)
+    torch.testing.assert_close(logprobs, logprobs0)
+    torch.testing.assert_close(weight.grad, w.grad)

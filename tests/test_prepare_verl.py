@@ -156,3 +156,18 @@ def test_a_later_patch_of_a_file_must_name_the_one_before_it(demo, tmp_path):
     p.write_text(p.read_text().replace("# Base sha256:", "# After: 0003-third.patch\n# Base sha256:"))
     with pytest.raises(patching.PatchError, match="0001-first.patch before it"):
         patching.patches()
+
+
+def test_the_real_series_partly_applied_is_completed(tmp_path):
+    site = fake_site(tmp_path)
+    assert script("prepare_verl.py", "--install", "--site", str(site)).returncode == 0
+    installed = {p.target: (site / p.target).read_bytes() for p in patches()}
+    assert any(p.after for p in patches())  # 0008 after 0005
+    for target in {p.target for p in patches() if p.after}:  # a file with more than one patch: only the first in
+        checkout(site, target, 1)
+        first, later = [p for p in patches() if p.target == target][0], [p for p in patches() if p.target == target][1:]
+        v = script("verify_verl_install.py", "--site", str(site), "--no-pip-check")
+        assert v.returncode == 1 and f"ok    {first.path.name}" in v.stdout
+        assert all(f"FAIL  {p.path.name}: stock" in v.stdout for p in later), v.stdout
+    assert script("prepare_verl.py", "--install", "--site", str(site)).returncode == 0
+    assert {p.target: (site / p.target).read_bytes() for p in patches()} == installed

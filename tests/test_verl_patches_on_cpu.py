@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+import math
 import os
 import re
 import shutil
@@ -30,17 +31,24 @@ def _series_index(patch: Path) -> int:
     return series(p).index(p)
 
 
-def patched_module(tmp_path: Path, patch: Path, rel: str, name: str):
-    """`rel` (e.g. verl/trainer/ppo/v1/replay_buffer.py) as verl 0.9.0 ships it, with the patches
-    of its series up to `patch` (`patch -p1`; `patch` last), imported as `name`."""
+def series_file(root: Path, patch: Path, rel: str, with_patch: bool = True) -> Path:
+    """`root`/`rel`: `rel` (e.g. verl/trainer/ppo/v1/replay_buffer.py) as verl 0.9.0 ships it, with
+    the patches of its series before `patch`, and `patch` (`patch -p1`) unless with_patch is False."""
     from trainer.verl.patching import checkout
 
-    dst = tmp_path / rel
+    dst = root / rel
     dst.parent.mkdir(parents=True)
     shutil.copy(VERL_ROOT / rel, dst)
-    checkout(tmp_path, rel, _series_index(patch))  # the installed verl may be patched: start from the patch's base
-    r = subprocess.run(["patch", "-p1", "--forward", "-i", str(patch)], cwd=tmp_path, capture_output=True, text=True)
-    assert r.returncode == 0, f"{patch.name} does not apply to the installed verl {importlib.import_module('verl').__version__}:\n{r.stdout}{r.stderr}"
+    checkout(root, rel, _series_index(patch))  # the installed verl may be patched: start from the patch's base
+    if with_patch:
+        r = subprocess.run(["patch", "-p1", "--forward", "-i", str(patch)], cwd=root, capture_output=True, text=True)
+        assert r.returncode == 0, f"{patch.name} does not apply to the installed verl {importlib.import_module('verl').__version__}:\n{r.stdout}{r.stderr}"
+    return dst
+
+
+def patched_module(tmp_path: Path, patch: Path, rel: str, name: str):
+    """`rel` with the patches of its series up to `patch` (series_file), imported as `name`."""
+    dst = series_file(tmp_path, patch, rel)
     if "." in name:  # a module inside verl's package (its relative imports resolve there)
         importlib.import_module(name.rpartition(".")[0])
     spec = importlib.util.spec_from_file_location(name, dst)
@@ -73,12 +81,7 @@ def _failed_group_buffer(module):
 def stock_module(tmp_path: Path, patch: Path, rel: str, name: str):
     """`rel` without `patch`: verl 0.9.0's own file, or, for a later patch of a series (e.g. 0008
     after 0005), that file with the patches before it (the file the patch applies to)."""
-    from trainer.verl.patching import checkout
-
-    dst = tmp_path / "stock" / rel
-    dst.parent.mkdir(parents=True)
-    shutil.copy(VERL_ROOT / rel, dst)
-    checkout(tmp_path / "stock", rel, _series_index(patch))
+    dst = series_file(tmp_path / "stock", patch, rel, with_patch=False)
     if "." in name:  # a module inside verl's package (its relative imports resolve there)
         importlib.import_module(name.rpartition(".")[0])
     spec = importlib.util.spec_from_file_location(name, dst)
@@ -618,3 +621,120 @@ def test_0007_the_lm_head_weight_meets_the_hidden_states_on_their_device(tmp_pat
     assert [k for k, *_ in seen] == ["forward", "backward"] and all(t is weight for *_, t in seen)
     torch.testing.assert_close(logprobs, logprobs0)
     torch.testing.assert_close(weight.grad, w.grad)
+
+
+_GRAD_SYNC = """
+import importlib.util, json, os, sys
+import torch, torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+
+rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+dist.init_process_group("gloo", init_method=os.environ["DIST_INIT_METHOD"], rank=rank, world_size=world)
+import verl.workers.engine.fsdp  # noqa: F401  (the copies' package)
+from verl.workers.engine.base import EngineRegistry
+
+reduce_scatters = []
+_reduce_scatter_single = dist.reduce_scatter_single  # what FSDP2's reduce-scatter calls
+
+
+def counted(*args, **kwargs):
+    reduce_scatters.append(1)
+    return _reduce_scatter_single(*args, **kwargs)
+
+
+dist.reduce_scatter_single = counted
+
+
+def net():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
+
+
+def micro_batches(r):
+    gen = torch.Generator().manual_seed(100 + r)
+    return [(torch.randn(5, 8, generator=gen), torch.randn(5, 4, generator=gen)) for _ in range(3)]
+
+
+def unsharded_held(model):
+    # the unsharded gradients FSDP2 keeps between backwards (its accumulator, or an unsharded grad)
+    n = 0
+    for m in (model, model[0], model[2]):
+        group = m._get_fsdp_state()._fsdp_param_group
+        for fp in group.fsdp_params if group else []:
+            if fp.unsharded_accumulated_grad is not None:
+                n += fp.unsharded_accumulated_grad.numel()
+            if getattr(fp, "_unsharded_param", None) is not None and fp._unsharded_param.grad is not None:
+                n += fp._unsharded_param.grad.numel()
+    return n
+
+
+out = {}
+mesh = init_device_mesh("cpu", (world,))
+for label, path in json.loads(sys.argv[1]).items():
+    EngineRegistry._engines = {}  # the copy registers its engines again
+    name = "verl.workers.engine.fsdp._tb_grad_sync_" + label
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    model = net()
+    for layer in (model[0], model[2]):
+        fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    engine = object.__new__(mod.FSDPEngine)  # verl's method, on an engine whose module is this model
+    engine.module = model
+    steps, data = [], micro_batches(rank)
+    for i, (x, y) in enumerate(data):  # as FSDPEngine.forward_backward_batch's loop
+        reduce_scatters.clear()
+        with engine._gradient_sync_context(is_last_micro_batch=i == len(data) - 1):
+            ((model(x) - y) ** 2).mean().backward()
+        steps.append({"reduce_scatters": len(reduce_scatters), "unsharded": unsharded_held(model),
+                      "grads": [None if p.grad is None else [type(p.grad).__name__, list(p.grad.to_local().shape)]
+                                for p in model.parameters()]})
+    out[label] = {"steps": steps, "shards": [list(p.to_local().shape) for p in model.parameters()],
+                  "grads": [p.grad.full_tensor().flatten().tolist() for p in model.parameters()]}
+reference = net()  # one process: the mean over ranks of each rank's summed micro-batch losses
+for r in range(world):
+    for x, y in micro_batches(r):
+        (((reference(x) - y) ** 2).mean() / world).backward()
+out["reference"] = [p.grad.flatten().tolist() for p in reference.parameters()]
+out["parameters"] = sum(p.numel() for p in reference.parameters())
+print("RESULT", json.dumps(out))
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.engine  # two fresh processes with a gloo group, each importing torch and verl (~30 s)
+def test_0008_the_gradients_are_reduce_scattered_at_every_micro_batch(tmp_path):
+    import torch
+
+    rel = "verl/workers/engine/fsdp/transformer_impl.py"
+    patch = PATCHES / "0008-gradient-sync-every-micro-batch.patch"
+    files = {"base": str(series_file(tmp_path / "base", patch, rel, with_patch=False)),
+             "patched": str(series_file(tmp_path / "patched", patch, rel))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MASTER_", "LOCAL_", "TORCHELASTIC", "GROUP_"))}
+    env.update(WORLD_SIZE="2", DIST_INIT_METHOD=f"file://{tmp_path / 'pg'}", PYTHONPATH=str(PATCHES.parents[2]),
+               OMP_NUM_THREADS="1")
+    ranks = [subprocess.Popen([sys.executable, "-c", _GRAD_SYNC, json.dumps(files)], env={**env, "RANK": str(r)},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)]
+    outs = [r.communicate(timeout=240) for r in ranks]
+    assert all(r.returncode == 0 for r in ranks), "\n".join(err[-3000:] for _, err in outs)
+    results = [json.loads(next(x for x in o.splitlines() if x.startswith("RESULT "))[len("RESULT "):]) for o, _ in outs]
+    for res in results:
+        base, patched, total = res["base"], res["patched"], res["parameters"]
+        shards = patched["shards"]
+        # the file as 0005 leaves it (verl's own sync): nothing reduced before the last micro-batch,
+        # the whole model's unsharded gradient held on every rank meanwhile
+        assert [s["reduce_scatters"] for s in base["steps"]] == [0, 0, 2]  # 2: one per FSDP unit with parameters
+        assert [s["unsharded"] for s in base["steps"]] == [total, total, 0]
+        assert base["steps"][0]["grads"] == [None] * 4
+        # 0008: each micro-batch reduce-scattered into the sharded gradient, nothing unsharded kept
+        assert [s["reduce_scatters"] for s in patched["steps"]] == [2, 2, 2]
+        assert [s["unsharded"] for s in patched["steps"]] == [0, 0, 0]
+        for s in patched["steps"]:
+            assert s["grads"] == [["DTensor", shape] for shape in shards]
+        assert sum(math.prod(shape) for shape in shards) * 2 == total  # each rank's half of the model
+        for b, p, ref in zip(base["grads"], patched["grads"], res["reference"]):
+            torch.testing.assert_close(torch.tensor(p), torch.tensor(b))
+            torch.testing.assert_close(torch.tensor(p), torch.tensor(ref))

@@ -738,3 +738,75 @@ def test_0008_the_gradients_are_reduce_scattered_at_every_micro_batch(tmp_path):
         for b, p, ref in zip(base["grads"], patched["grads"], res["reference"]):
             torch.testing.assert_close(torch.tensor(p), torch.tensor(b))
             torch.testing.assert_close(torch.tensor(p), torch.tensor(ref))
+
+
+_TEXT_ONLY_SP = """
+import json, os, sys, types
+import torch, torch.distributed as dist
+
+rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+dist.init_process_group("gloo", init_method=os.environ["DIST_INIT_METHOD"], rank=rank, world_size=world)
+import trainer.verl.cpu  # noqa: F401  (verl's unpadding helpers without flash-attn)
+from tensordict import TensorDict
+from transformers import Qwen3_5ForConditionalGeneration
+from verl.models.transformers.monkey_patch import apply_monkey_patch
+from verl.utils import tensordict_utils as tu
+from verl.utils.ulysses import set_ulysses_sequence_parallel_group
+from verl.workers.engine.fsdp.transformer_impl import FSDPEngineWithLMHead
+
+model = Qwen3_5ForConditionalGeneration.from_pretrained(sys.argv[1], torch_dtype=torch.float32)
+apply_monkey_patch(model, ulysses_sp_size=world, use_remove_padding=True)  # as FSDPEngine._build_module
+set_ulysses_sequence_parallel_group(dist.group.WORLD)
+seen = []
+for layer in model.model.language_model.layers:
+    layer.register_forward_pre_hook(lambda m, a, k: seen.append(k.get("hidden_states", a[0] if a else None)),
+                                 with_kwargs=True)
+lens = [10, 6]
+ids = [torch.arange(1000, 1000 + n) * 7 % 5000 for n in lens]
+batch = TensorDict({"input_ids": torch.nested.as_nested_tensor(ids, layout=torch.jagged),
+                    "position_ids": torch.nested.as_nested_tensor([torch.arange(n) for n in lens], layout=torch.jagged)},
+                   batch_size=[2])
+tu.assign_non_tensor(batch, use_remove_padding=True, use_fused_kernels=False, temperature=1.0)
+out = {}
+for label, module in (("verl", model), ("as_a_text_model", types.SimpleNamespace(config=types.SimpleNamespace()))):
+    engine = object.__new__(FSDPEngineWithLMHead)
+    engine.module, engine.use_ulysses_sp, engine.ulysses_sequence_parallel_size, engine.pad_to_length = module, True, world, None
+    model_inputs, output_args = engine.prepare_model_inputs(batch)
+    seen.clear()
+    with torch.no_grad():
+        logits = model(**model_inputs, use_cache=False).logits
+    half = sum(lens) // world
+    mine = model.model.language_model.embed_tokens(torch.cat(ids))[half * rank:half * (rank + 1)]
+    out[label] = {"engine_input": model_inputs["input_ids"].shape[-1], "layers": [h.shape[1] for h in seen],
+                  "logits": logits.shape[1], "labels": output_args["input_ids_rmpad_rolled"].shape[-1],
+                  "first_layer_is_my_half": seen[0].shape[1] == half and bool(torch.allclose(seen[0][0], mine))}
+print("RESULT", json.dumps(out))
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.engine  # two fresh processes with a gloo group, each loading the model (~30 s)
+def test_no_0009_verl_already_slices_a_text_only_batch_of_the_reference_family_for_ulysses(tmp_path):
+    """The reference family (qwen3_5, `Qwen3_5ForConditionalGeneration`, a config with
+    `vision_config`) under Ulysses SP 2 with a text-only micro batch: verl 0.9.0's engine hands the
+    model the whole (padded) packed sequence, and verl's qwen3_5 monkey patch
+    (`patch_vlm_for_ulysses_input_slicing(Qwen3_5TextModel)`) slices the embeddings, so every
+    decoder layer runs on this rank's half, exactly its tokens. Treating such a batch as a text
+    model's (the engine slicing `input_ids`) would slice twice: each layer a quarter, logits half
+    as long as the labels. So there is no patch 0009 for it."""
+    from trainer.verl.tiny import build_tiny_qwen3_5
+
+    path = build_tiny_qwen3_5(tmp_path / "tiny")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MASTER_", "LOCAL_", "TORCHELASTIC", "GROUP_"))}
+    env.update(WORLD_SIZE="2", DIST_INIT_METHOD=f"file://{tmp_path / 'pg'}", PYTHONPATH=str(PATCHES.parents[2]),
+               OMP_NUM_THREADS="1")
+    ranks = [subprocess.Popen([sys.executable, "-c", _TEXT_ONLY_SP, str(path)], env={**env, "RANK": str(r)},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)]
+    outs = [r.communicate(timeout=280) for r in ranks]
+    assert all(r.returncode == 0 for r in ranks), "\n".join(err[-3000:] for _, err in outs)
+    for o, _ in outs:
+        res = json.loads(next(x for x in o.splitlines() if x.startswith("RESULT "))[len("RESULT "):])
+        assert res["verl"] == {"engine_input": 16, "layers": [8, 8, 8, 8], "logits": 8, "labels": 8,
+                               "first_layer_is_my_half": True}
+        assert res["as_a_text_model"] == {"engine_input": 8, "layers": [4, 4, 4, 4], "logits": 4, "labels": 8,
+                                          "first_layer_is_my_half": False}

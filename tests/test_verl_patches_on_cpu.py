@@ -705,7 +705,7 @@ dist.destroy_process_group()
 """
 
 
-@pytest.mark.engine  # two fresh processes with a gloo group, each importing torch and verl (~30 s)
+@pytest.mark.engine  # two fresh processes with a gloo group, each importing torch and verl (15-35 s on 2 shared cores)
 def test_0008_the_gradients_are_reduce_scattered_at_every_micro_batch(tmp_path):
     import torch
 
@@ -785,7 +785,7 @@ dist.destroy_process_group()
 """
 
 
-@pytest.mark.engine  # two fresh processes with a gloo group, each loading the model (~30 s)
+@pytest.mark.engine  # two fresh processes with a gloo group, each loading the model (15-30 s on 2 shared cores)
 def test_no_0009_verl_already_slices_a_text_only_batch_of_the_reference_family_for_ulysses(tmp_path):
     """The reference family (qwen3_5, `Qwen3_5ForConditionalGeneration`, a config with
     `vision_config`) under Ulysses SP 2 with a text-only micro batch: verl 0.9.0's engine hands the

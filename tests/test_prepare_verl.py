@@ -1,15 +1,20 @@
 """scripts/prepare_verl.py and verify_verl_install.py on a copy of the installed verl (the
 environment's own verl is left alone): apply, idempotence, a re-sync restoring stock files,
-a foreign file and a wrong version refused."""
+a foreign file and a wrong version refused; several patches of one file in series (patching.py on
+a made-up file): each state, a partly applied series completed, a foreign file left alone."""
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from trainer.verl.patching import patches, site_of_installed, state
+import pytest
+
+from trainer.verl import patching
+from trainer.verl.patching import checkout, patches, site_of_installed, state
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -20,14 +25,12 @@ def fake_site(tmp_path: Path, version: str = "0.9.0") -> Path:
     real = site_of_installed()
     (site / "verl" / "version").mkdir(parents=True)
     (site / "verl" / "version" / "version").write_text(version + "\n")
-    for p in patches():
-        dst = site / p.target
+    for target in dict.fromkeys(p.target for p in patches()):
+        dst = site / target
         dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(real / p.target, dst)
-        if state(site, p).state == "applied":  # this environment's verl is patched: put the stock file back
-            subprocess.run(["patch", "-p1", "--reverse", "--force", "-i", str(p.path)], cwd=site, check=True,
-                           capture_output=True)
-        assert state(site, p).state == "stock"
+        shutil.copy(real / target, dst)
+        checkout(site, target, 0)  # this environment's verl is patched: put the stock file back
+    assert all(state(site, p).state == "stock" for p in patches())
     return site
 
 
@@ -73,3 +76,98 @@ def test_a_wrong_verl_version_is_refused(tmp_path):
 def test_verify_checks_the_environment_with_uv_pip_check():
     r = script("verify_verl_install.py")
     assert "uv pip check" in r.stdout and "version 0.9.0" in r.stdout
+
+
+STOCK = "".join(f"line {i}\n" for i in range(1, 31))
+
+
+def _series(tmp_path: Path) -> tuple[Path, list[str]]:
+    """Three patches of one made-up file verl/demo.py (0001 on verl's file, 0002 after it, 0003 after
+    0002; 0002 changes lines next to 0001's), written as the real ones are; returns their directory
+    and the file's four versions (stock, after 0001, after 0002, after 0003)."""
+    texts = [STOCK]
+    texts.append(texts[-1].replace("line 5\n", "line 5\nfirst\n"))
+    texts.append(texts[-1].replace("line 6\n", "line 6 (second)\n").replace("line 25\n", "second\n"))
+    texts.append(texts[-1].replace("line 1\n", "third\nline 1\n"))
+    directory = tmp_path / "patches"
+    directory.mkdir()
+    names = ["0001-first.patch", "0002-second.patch", "0003-third.patch"]
+    for k, name in enumerate(names):
+        a, b = tmp_path / "a.py", tmp_path / "b.py"
+        a.write_text(texts[k])
+        b.write_text(texts[k + 1])
+        diff = subprocess.run(["diff", "-u", "--label", "a/verl/demo.py", "--label", "b/verl/demo.py", str(a), str(b)],
+                              capture_output=True, text=True).stdout
+        sha = hashlib.sha256(texts[k].encode()).hexdigest()
+        head = f"# {name}\n#\n# Against: verl 0.9.0, verl/demo.py\n"
+        head += f"# Stock sha256: {sha}\n" if k == 0 else f"# After: {names[k - 1]}\n# Base sha256: {sha}\n"
+        (directory / name).write_text(head + "#\n# What: a test.\n# Why: a test.\n" + diff)
+    return directory, texts
+
+
+@pytest.fixture
+def demo(tmp_path, monkeypatch):
+    directory, texts = _series(tmp_path)
+    monkeypatch.setattr(patching, "PATCHES", directory)
+    site = tmp_path / "site"
+    (site / "verl" / "version").mkdir(parents=True)
+    (site / "verl" / "version" / "version").write_text("0.9.0\n")
+    return site, texts
+
+
+def _states(site: Path) -> list[str]:
+    return [s.state for s in patching.states(site)]
+
+
+def test_a_series_applies_from_each_point_and_once(demo):
+    site, texts = demo
+    f = site / "verl" / "demo.py"
+    assert [p.after for p in patching.patches()] == [None, "0001-first.patch", "0002-second.patch"]
+    for k, text in enumerate(texts):  # verl's file, or the series applied up to any point
+        f.write_text(text)
+        assert _states(site) == ["applied"] * k + ["stock"] * (3 - k), k
+        assert patching.applied_count(site, patching.patches()) == k
+        assert [s.state for s in patching.apply_all(site)] == ["applied"] * 3
+        assert f.read_text() == texts[3]
+        assert [s.state for s in patching.apply_all(site)] == ["applied"] * 3 and f.read_text() == texts[3]  # again
+    for k, text in enumerate(texts):  # and back to any point (the tests' stock and base files)
+        checkout(site, "verl/demo.py", k)
+        assert f.read_text() == text
+
+
+def test_a_series_in_a_foreign_file_is_refused_and_left_as_it_is(demo):
+    site, texts = demo
+    f = site / "verl" / "demo.py"
+    for text in (texts[1] + "# edited\n", texts[3].replace("line 20\n", "line twenty\n"),
+                 texts[2].replace("second\n", "")):
+        f.write_text(text)
+        assert _states(site) == ["foreign"] * 3
+        with pytest.raises(patching.PatchError, match="neither verl 0.9.0's file nor patched by 0001-first.patch, "
+                                                      "0002-second.patch, 0003-third.patch"):
+            patching.apply_all(site)
+        assert f.read_text() == text
+
+
+def test_a_later_patch_of_a_file_must_name_the_one_before_it(demo, tmp_path):
+    p = patching.PATCHES / "0002-second.patch"
+    p.write_text(p.read_text().replace("# After: 0001-first.patch\n", ""))
+    with pytest.raises(patching.PatchError, match="name it .'# After: 0001-first.patch'"):
+        patching.patches()
+    p.write_text(p.read_text().replace("# Base sha256:", "# After: 0003-third.patch\n# Base sha256:"))
+    with pytest.raises(patching.PatchError, match="0001-first.patch before it"):
+        patching.patches()
+
+
+def test_the_real_series_partly_applied_is_completed(tmp_path):
+    site = fake_site(tmp_path)
+    assert script("prepare_verl.py", "--install", "--site", str(site)).returncode == 0
+    installed = {p.target: (site / p.target).read_bytes() for p in patches()}
+    assert any(p.after for p in patches())  # 0008 after 0005
+    for target in {p.target for p in patches() if p.after}:  # a file with more than one patch: only the first in
+        checkout(site, target, 1)
+        first, later = [p for p in patches() if p.target == target][0], [p for p in patches() if p.target == target][1:]
+        v = script("verify_verl_install.py", "--site", str(site), "--no-pip-check")
+        assert v.returncode == 1 and f"ok    {first.path.name}" in v.stdout
+        assert all(f"FAIL  {p.path.name}: stock" in v.stdout for p in later), v.stdout
+    assert script("prepare_verl.py", "--install", "--site", str(site)).returncode == 0
+    assert {p.target: (site / p.target).read_bytes() for p in patches()} == installed

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+import math
 import os
 import re
 import shutil
@@ -22,17 +23,32 @@ PATCHES = Path(__file__).resolve().parents[1] / "trainer" / "verl" / "patches"
 VERL_ROOT = Path(importlib.util.find_spec("verl").origin).resolve().parent.parent
 
 
-def patched_module(tmp_path: Path, patch: Path, rel: str, name: str):
-    """`rel` (e.g. verl/trainer/ppo/v1/replay_buffer.py) copied, patched with `patch -p1`, imported as `name`."""
-    dst = tmp_path / rel
+def _series_index(patch: Path) -> int:
+    """Where `patch` stands in its target's series (0: it applies to verl's own file)."""
+    from trainer.verl.patching import patches, series
+
+    p = next(q for q in patches() if q.path.name == patch.name)
+    return series(p).index(p)
+
+
+def series_file(root: Path, patch: Path, rel: str, with_patch: bool = True) -> Path:
+    """`root`/`rel`: `rel` (e.g. verl/trainer/ppo/v1/replay_buffer.py) as verl 0.9.0 ships it, with
+    the patches of its series before `patch`, and `patch` (`patch -p1`) unless with_patch is False."""
+    from trainer.verl.patching import checkout
+
+    dst = root / rel
     dst.parent.mkdir(parents=True)
     shutil.copy(VERL_ROOT / rel, dst)
-    if subprocess.run(["patch", "-p1", "--reverse", "--dry-run", "--force", "-i", str(patch)], cwd=tmp_path,
-                      capture_output=True).returncode == 0:  # the installed verl is patched already: start from stock
-        subprocess.run(["patch", "-p1", "--reverse", "--force", "-i", str(patch)], cwd=tmp_path, check=True,
-                       capture_output=True)
-    r = subprocess.run(["patch", "-p1", "--forward", "-i", str(patch)], cwd=tmp_path, capture_output=True, text=True)
-    assert r.returncode == 0, f"{patch.name} does not apply to the installed verl {importlib.import_module('verl').__version__}:\n{r.stdout}{r.stderr}"
+    checkout(root, rel, _series_index(patch))  # the installed verl may be patched: start from the patch's base
+    if with_patch:
+        r = subprocess.run(["patch", "-p1", "--forward", "-i", str(patch)], cwd=root, capture_output=True, text=True)
+        assert r.returncode == 0, f"{patch.name} does not apply to the installed verl {importlib.import_module('verl').__version__}:\n{r.stdout}{r.stderr}"
+    return dst
+
+
+def patched_module(tmp_path: Path, patch: Path, rel: str, name: str):
+    """`rel` with the patches of its series up to `patch` (series_file), imported as `name`."""
+    dst = series_file(tmp_path, patch, rel)
     if "." in name:  # a module inside verl's package (its relative imports resolve there)
         importlib.import_module(name.rpartition(".")[0])
     spec = importlib.util.spec_from_file_location(name, dst)
@@ -63,15 +79,11 @@ def _failed_group_buffer(module):
 
 
 def stock_module(tmp_path: Path, patch: Path, rel: str, name: str):
-    """verl 0.9.0's own `rel`: the installed file, or, where scripts/prepare_verl.py has patched
-    the installed verl, that file with the patch reversed."""
-    dst = tmp_path / "stock" / rel
-    dst.parent.mkdir(parents=True)
-    shutil.copy(VERL_ROOT / rel, dst)
-    if subprocess.run(["patch", "-p1", "--reverse", "--dry-run", "--force", "-i", str(patch)], cwd=tmp_path / "stock",
-                      capture_output=True).returncode == 0:
-        subprocess.run(["patch", "-p1", "--reverse", "--force", "-i", str(patch)], cwd=tmp_path / "stock", check=True,
-                       capture_output=True)
+    """`rel` without `patch`: verl 0.9.0's own file, or, for a later patch of a series (e.g. 0008
+    after 0005), that file with the patches before it (the file the patch applies to)."""
+    dst = series_file(tmp_path / "stock", patch, rel, with_patch=False)
+    if "." in name:  # a module inside verl's package (its relative imports resolve there)
+        importlib.import_module(name.rpartition(".")[0])
     spec = importlib.util.spec_from_file_location(name, dst)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
@@ -524,3 +536,320 @@ def test_0010_the_qwen3_5_forward_computes_only_where_asked_and_the_same_there(t
     assert torch.equal(unread.log_probs, part.log_probs) and not unread.entropy.any()
     again, _ = run(mod)
     torch.testing.assert_close(again.log_probs, full.log_probs)
+
+
+def _second_device():
+    """A second device on a machine with only a CPU, for device logic (not speed, not CUDA): tensors
+    of a subclass that hold CPU data and report the device "meta". Inside the returned dispatch mode
+    every operation runs on the data, one mixing such tensors with CPU tensors (0-dim ones aside)
+    raises as torch does across devices, and `.to("meta")` (any `device="meta"`) of a CPU tensor
+    makes one. Returns (mode class, the device, `plain(t)`: a tensor's CPU data)."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_map
+
+    there = torch.device("meta")
+
+    class Elsewhere(torch.Tensor):
+        @staticmethod
+        def __new__(cls, data):
+            t = torch.Tensor._make_wrapper_subclass(cls, data.shape, strides=data.stride(), dtype=data.dtype,
+                                                    device=there, storage_offset=data.storage_offset())
+            t.data_ = data
+            return t
+
+        @classmethod
+        def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+            return run(func, args, kwargs or {})
+
+    def run(func, args, kwargs):
+        devices = set()
+
+        def unwrap(x):
+            if isinstance(x, Elsewhere):
+                devices.add(there)
+                return x.data_
+            if isinstance(x, torch.Tensor) and x.dim() > 0:
+                devices.add(x.device)
+            return x
+
+        args, kwargs = tree_map(unwrap, args), tree_map(unwrap, kwargs)
+        if kwargs.get("device") is not None:
+            out = torch.device(kwargs["device"])
+            kwargs["device"] = torch.device("cpu")
+        elif len(devices) > 1:
+            raise RuntimeError(f"Expected all tensors to be on the same device, but found {sorted(map(str, devices))} "
+                               f"({func})")
+        else:
+            out = next(iter(devices), torch.device("cpu"))
+        result = func(*args, **kwargs)
+        return tree_map(lambda x: Elsewhere(x) if isinstance(x, torch.Tensor) and out == there else x, result)
+
+    class Mode(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return run(func, args, kwargs or {})
+
+    return Mode, there, lambda t: t.data_ if isinstance(t, Elsewhere) else t
+
+
+def test_0007_the_lm_head_weight_meets_the_hidden_states_on_their_device(tmp_path, monkeypatch):
+    import contextlib
+
+    import torch
+    from verl.utils.kernel import kernels
+
+    rel = "verl/utils/kernel/linear_cross_entropy.py"
+    patch = PATCHES / "0007-lm-head-weight-to-hidden-device.patch"
+    stock = stock_module(tmp_path, patch, rel, "verl.utils.kernel._tb_stock_linear_cross_entropy")
+    mod = patched_module(tmp_path / "patched", patch, rel, "verl.utils.kernel._tb_patched_linear_cross_entropy")
+    Mode, there, plain = _second_device()
+    monkeypatch.setattr(torch.cuda.nvtx, "range", lambda *_: contextlib.nullcontext())  # no CUDA driver here
+
+    def reference(hidden, weight, labels, temperature):
+        logp = ((hidden @ weight.T).float() / temperature).log_softmax(-1)
+        return logp.gather(-1, labels[:, None]).squeeze(-1), -(logp.exp() * logp).sum(-1)
+
+    seen = []  # (kernel, hidden's device, weight's device, the weight tensor)
+
+    def forward(hidden, weight, labels, reduction, temperature, dist_process_group):  # as the Triton kernel's host code
+        seen.append(("forward", hidden.device, weight.device, weight))
+        assert weight.device == hidden.device and labels.device == hidden.device
+        logprobs, entropy = reference(hidden, weight, labels, temperature)
+        return logprobs, entropy, torch.zeros_like(entropy), torch.zeros_like(entropy), torch.zeros_like(entropy)
+
+    def backward(dlogprobs, dentropy, hidden, weight, labels, maximum, acc, entropy_b, reduction, fp32, temperature,
+                 dist_process_group):
+        seen.append(("backward", hidden.device, weight.device, weight))
+        assert weight.device == hidden.device and labels.device == hidden.device
+        with torch.enable_grad():
+            h, w = hidden.detach().requires_grad_(), weight.detach().requires_grad_()
+            return torch.autograd.grad(reference(h, w, labels, temperature), (h, w), (dlogprobs, dentropy))
+
+    monkeypatch.setattr(kernels, "efficient_entropy_forward", forward)
+    monkeypatch.setattr(kernels, "efficient_entropy_backward", backward)
+
+    gen = torch.Generator().manual_seed(0)
+    hidden0, weight0 = torch.randn(2, 3, 8, generator=gen), torch.randn(11, 8, generator=gen)
+    labels0, a, b = torch.randint(0, 11, (2, 3), generator=gen), torch.rand(6, generator=gen), torch.rand(6, generator=gen)
+    h, w = hidden0.clone().requires_grad_(), weight0.clone().requires_grad_()
+    logprobs0, entropy0 = reference(h.view(6, 8), w, labels0.view(6), 0.7)
+    ((logprobs0 * a).sum() + (entropy0 * b).sum()).backward()
+
+    def run(module, hidden_there: bool):
+        seen.clear()
+        weight = weight0.clone().requires_grad_()  # the offloaded weight: on the CPU
+        with Mode():
+            hidden = (hidden0.to(there) if hidden_there else hidden0.clone()).requires_grad_()
+            labels = labels0.to(there) if hidden_there else labels0
+            logprobs, entropy = module.linear_cross_entropy(hidden, weight, labels, 0.7, "none")
+            ((logprobs * a.to(logprobs.device)).sum() + (entropy * b.to(entropy.device)).sum()).backward()
+        return weight, hidden, logprobs, entropy
+
+    with pytest.raises(AssertionError):  # unpatched: the kernel's device check
+        run(stock, hidden_there=True)
+    assert [(k, str(hd), str(wd)) for k, hd, wd, _ in seen] == [("forward", "meta", "cpu")]
+
+    weight, hidden, logprobs, entropy = run(mod, hidden_there=True)
+    assert [(k, str(hd), str(wd)) for k, hd, wd, _ in seen] == [("forward", "meta", "meta"), ("backward", "meta", "meta")]
+    assert logprobs.device == there and hidden.grad.device == there
+    torch.testing.assert_close(plain(logprobs), logprobs0)
+    torch.testing.assert_close(plain(entropy), entropy0)
+    torch.testing.assert_close(plain(hidden.grad), h.grad)
+    # on the offloaded weight's own device: autograd refuses a gradient on another device, but lets
+    # a tensor subclass through, so the stand-in device is checked here
+    assert type(weight.grad) is torch.Tensor and weight.grad.device == torch.device("cpu")
+    torch.testing.assert_close(weight.grad, w.grad)
+    # both on one device: as stock, the kernels get the very weight tensor (no copy)
+    weight, hidden, logprobs, _ = run(mod, hidden_there=False)
+    assert [k for k, *_ in seen] == ["forward", "backward"] and all(t is weight for *_, t in seen)
+    torch.testing.assert_close(logprobs, logprobs0)
+    torch.testing.assert_close(weight.grad, w.grad)
+
+
+_GRAD_SYNC = """
+import importlib.util, json, os, sys
+import torch, torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+
+rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+dist.init_process_group("gloo", init_method=os.environ["DIST_INIT_METHOD"], rank=rank, world_size=world)
+import verl.workers.engine.fsdp  # noqa: F401  (the copies' package)
+from verl.workers.engine.base import EngineRegistry
+
+reduce_scatters = []
+_reduce_scatter_single = dist.reduce_scatter_single  # what FSDP2's reduce-scatter calls
+
+
+def counted(*args, **kwargs):
+    reduce_scatters.append(1)
+    return _reduce_scatter_single(*args, **kwargs)
+
+
+dist.reduce_scatter_single = counted
+
+
+def net():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
+
+
+def micro_batches(r):
+    gen = torch.Generator().manual_seed(100 + r)
+    return [(torch.randn(5, 8, generator=gen), torch.randn(5, 4, generator=gen)) for _ in range(3)]
+
+
+def unsharded_held(model):
+    # the unsharded gradients FSDP2 keeps between backwards (its accumulator, or an unsharded grad)
+    n = 0
+    for m in (model, model[0], model[2]):
+        group = m._get_fsdp_state()._fsdp_param_group
+        for fp in group.fsdp_params if group else []:
+            if fp.unsharded_accumulated_grad is not None:
+                n += fp.unsharded_accumulated_grad.numel()
+            if getattr(fp, "_unsharded_param", None) is not None and fp._unsharded_param.grad is not None:
+                n += fp._unsharded_param.grad.numel()
+    return n
+
+
+out = {}
+mesh = init_device_mesh("cpu", (world,))
+for label, path in json.loads(sys.argv[1]).items():
+    EngineRegistry._engines = {}  # the copy registers its engines again
+    name = "verl.workers.engine.fsdp._tb_grad_sync_" + label
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    model = net()
+    for layer in (model[0], model[2]):
+        fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    engine = object.__new__(mod.FSDPEngine)  # verl's method, on an engine whose module is this model
+    engine.module = model
+    steps, data = [], micro_batches(rank)
+    for i, (x, y) in enumerate(data):  # as FSDPEngine.forward_backward_batch's loop
+        reduce_scatters.clear()
+        with engine._gradient_sync_context(is_last_micro_batch=i == len(data) - 1):
+            ((model(x) - y) ** 2).mean().backward()
+        steps.append({"reduce_scatters": len(reduce_scatters), "unsharded": unsharded_held(model),
+                      "grads": [None if p.grad is None else [type(p.grad).__name__, list(p.grad.to_local().shape)]
+                                for p in model.parameters()]})
+    out[label] = {"steps": steps, "shards": [list(p.to_local().shape) for p in model.parameters()],
+                  "grads": [p.grad.full_tensor().flatten().tolist() for p in model.parameters()]}
+reference = net()  # one process: the mean over ranks of each rank's summed micro-batch losses
+for r in range(world):
+    for x, y in micro_batches(r):
+        (((reference(x) - y) ** 2).mean() / world).backward()
+out["reference"] = [p.grad.flatten().tolist() for p in reference.parameters()]
+out["parameters"] = sum(p.numel() for p in reference.parameters())
+print("RESULT", json.dumps(out))
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.engine  # two fresh processes with a gloo group, each importing torch and verl (15-35 s on 2 shared cores)
+def test_0008_the_gradients_are_reduce_scattered_at_every_micro_batch(tmp_path):
+    import torch
+
+    rel = "verl/workers/engine/fsdp/transformer_impl.py"
+    patch = PATCHES / "0008-gradient-sync-every-micro-batch.patch"
+    files = {"base": str(series_file(tmp_path / "base", patch, rel, with_patch=False)),
+             "patched": str(series_file(tmp_path / "patched", patch, rel))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MASTER_", "LOCAL_", "TORCHELASTIC", "GROUP_"))}
+    env.update(WORLD_SIZE="2", DIST_INIT_METHOD=f"file://{tmp_path / 'pg'}", PYTHONPATH=str(PATCHES.parents[2]),
+               OMP_NUM_THREADS="1")
+    ranks = [subprocess.Popen([sys.executable, "-c", _GRAD_SYNC, json.dumps(files)], env={**env, "RANK": str(r)},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)]
+    outs = [r.communicate(timeout=240) for r in ranks]
+    assert all(r.returncode == 0 for r in ranks), "\n".join(err[-3000:] for _, err in outs)
+    results = [json.loads(next(x for x in o.splitlines() if x.startswith("RESULT "))[len("RESULT "):]) for o, _ in outs]
+    for res in results:
+        base, patched, total = res["base"], res["patched"], res["parameters"]
+        shards = patched["shards"]
+        # the file as 0005 leaves it (verl's own sync): nothing reduced before the last micro-batch,
+        # the whole model's unsharded gradient held on every rank meanwhile
+        assert [s["reduce_scatters"] for s in base["steps"]] == [0, 0, 2]  # 2: one per FSDP unit with parameters
+        assert [s["unsharded"] for s in base["steps"]] == [total, total, 0]
+        assert base["steps"][0]["grads"] == [None] * 4
+        # 0008: each micro-batch reduce-scattered into the sharded gradient, nothing unsharded kept
+        assert [s["reduce_scatters"] for s in patched["steps"]] == [2, 2, 2]
+        assert [s["unsharded"] for s in patched["steps"]] == [0, 0, 0]
+        for s in patched["steps"]:
+            assert s["grads"] == [["DTensor", shape] for shape in shards]
+        assert sum(math.prod(shape) for shape in shards) * 2 == total  # each rank's half of the model
+        for b, p, ref in zip(base["grads"], patched["grads"], res["reference"]):
+            torch.testing.assert_close(torch.tensor(p), torch.tensor(b))
+            torch.testing.assert_close(torch.tensor(p), torch.tensor(ref))
+
+
+_TEXT_ONLY_SP = """
+import json, os, sys, types
+import torch, torch.distributed as dist
+
+rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+dist.init_process_group("gloo", init_method=os.environ["DIST_INIT_METHOD"], rank=rank, world_size=world)
+import trainer.verl.cpu  # noqa: F401  (verl's unpadding helpers without flash-attn)
+from tensordict import TensorDict
+from transformers import Qwen3_5ForConditionalGeneration
+from verl.models.transformers.monkey_patch import apply_monkey_patch
+from verl.utils import tensordict_utils as tu
+from verl.utils.ulysses import set_ulysses_sequence_parallel_group
+from verl.workers.engine.fsdp.transformer_impl import FSDPEngineWithLMHead
+
+model = Qwen3_5ForConditionalGeneration.from_pretrained(sys.argv[1], torch_dtype=torch.float32)
+apply_monkey_patch(model, ulysses_sp_size=world, use_remove_padding=True)  # as FSDPEngine._build_module
+set_ulysses_sequence_parallel_group(dist.group.WORLD)
+seen = []
+for layer in model.model.language_model.layers:
+    layer.register_forward_pre_hook(lambda m, a, k: seen.append(k.get("hidden_states", a[0] if a else None)),
+                                 with_kwargs=True)
+lens = [10, 6]
+ids = [torch.arange(1000, 1000 + n) * 7 % 5000 for n in lens]
+batch = TensorDict({"input_ids": torch.nested.as_nested_tensor(ids, layout=torch.jagged),
+                    "position_ids": torch.nested.as_nested_tensor([torch.arange(n) for n in lens], layout=torch.jagged)},
+                   batch_size=[2])
+tu.assign_non_tensor(batch, use_remove_padding=True, use_fused_kernels=False, temperature=1.0)
+out = {}
+for label, module in (("verl", model), ("as_a_text_model", types.SimpleNamespace(config=types.SimpleNamespace()))):
+    engine = object.__new__(FSDPEngineWithLMHead)
+    engine.module, engine.use_ulysses_sp, engine.ulysses_sequence_parallel_size, engine.pad_to_length = module, True, world, None
+    model_inputs, output_args = engine.prepare_model_inputs(batch)
+    seen.clear()
+    with torch.no_grad():
+        logits = model(**model_inputs, use_cache=False).logits
+    half = sum(lens) // world
+    mine = model.model.language_model.embed_tokens(torch.cat(ids))[half * rank:half * (rank + 1)]
+    out[label] = {"engine_input": model_inputs["input_ids"].shape[-1], "layers": [h.shape[1] for h in seen],
+                  "logits": logits.shape[1], "labels": output_args["input_ids_rmpad_rolled"].shape[-1],
+                  "first_layer_is_my_half": seen[0].shape[1] == half and bool(torch.allclose(seen[0][0], mine))}
+print("RESULT", json.dumps(out))
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.engine  # two fresh processes with a gloo group, each loading the model (15-30 s on 2 shared cores)
+def test_no_0009_verl_already_slices_a_text_only_batch_of_the_reference_family_for_ulysses(tmp_path):
+    """The reference family (qwen3_5, `Qwen3_5ForConditionalGeneration`, a config with
+    `vision_config`) under Ulysses SP 2 with a text-only micro batch: verl 0.9.0's engine hands the
+    model the whole (padded) packed sequence, and verl's qwen3_5 monkey patch
+    (`patch_vlm_for_ulysses_input_slicing(Qwen3_5TextModel)`) slices the embeddings, so every
+    decoder layer runs on this rank's half, exactly its tokens. Treating such a batch as a text
+    model's (the engine slicing `input_ids`) would slice twice: each layer a quarter, logits half
+    as long as the labels. So there is no patch 0009 for it."""
+    from trainer.verl.tiny import build_tiny_qwen3_5
+
+    path = build_tiny_qwen3_5(tmp_path / "tiny")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MASTER_", "LOCAL_", "TORCHELASTIC", "GROUP_"))}
+    env.update(WORLD_SIZE="2", DIST_INIT_METHOD=f"file://{tmp_path / 'pg'}", PYTHONPATH=str(PATCHES.parents[2]),
+               OMP_NUM_THREADS="1")
+    ranks = [subprocess.Popen([sys.executable, "-c", _TEXT_ONLY_SP, str(path)], env={**env, "RANK": str(r)},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)]
+    outs = [r.communicate(timeout=280) for r in ranks]
+    assert all(r.returncode == 0 for r in ranks), "\n".join(err[-3000:] for _, err in outs)
+    for o, _ in outs:
+        res = json.loads(next(x for x in o.splitlines() if x.startswith("RESULT "))[len("RESULT "):])
+        assert res["verl"] == {"engine_input": 16, "layers": [8, 8, 8, 8], "logits": 8, "labels": 8,
+                               "first_layer_is_my_half": True}
+        assert res["as_a_text_model"] == {"engine_input": 8, "layers": [4, 4, 4, 4], "logits": 4, "labels": 8,
+                                          "first_layer_is_my_half": False}

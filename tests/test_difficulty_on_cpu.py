@@ -196,6 +196,7 @@ class FakeRollout:
         self.tq, self.table, self.fail = tq, table, set(fail)
         self.plays: dict[str, int] = {}
         self.rolled: list[tuple[int, str]] = []  # (step, task) of every group
+        self.rows: list[dict] = []  # ... and the row its agent loops get
         self.failed: list[tuple[int, str]] = []  # ... of the failed ones
 
     def generate_sequences(self, batch):
@@ -207,6 +208,7 @@ class FakeRollout:
             uid, task, step = prompt["uid"], prompt["extra_info"]["uid"], int(prompt["global_steps"])
             play = self.plays[task] = self.plays.get(task, 0) + 1
             self.rolled.append((step, task))
+            self.rows.append(prompt)
             if (task, play) in self.fail:
                 self.failed.append((step, task))
                 self.tq.kv_put(uid, "train", {"status": "failure"})
@@ -274,12 +276,12 @@ def trainer(cfg, tq, rollout):
     return t
 
 
-def step(t, tq, n: int):
+def step(t, tq, n: int, batch: int = BATCH):
     """One training step's data path: verl's _add_batch_to_generate, the replay buffer's sample(),
     and fit()'s clean-up of the trained keys."""
     t.global_steps = n
     t._add_batch_to_generate()
-    batch, metrics = t.replay_buffer.sample(global_steps=n, partition_id="train", batch_size=BATCH)
+    batch, metrics = t.replay_buffer.sample(global_steps=n, partition_id="train", batch_size=batch)
     tasks = sorted({tq.store["train"][k][1]["extra_info"]["uid"] for k in batch.keys})
     tq.kv_clear(keys=batch.keys, partition_id=batch.partition_id)
     return tasks, metrics
@@ -377,6 +379,8 @@ def test_the_sampler_through_verl_learns_from_group_rewards_and_resumes(pool, fa
     t2._add_batch_to_generate()
     assert (tmp_path / "ckpt" / "thinkingbox_difficulty" / "groups.jsonl").stat().st_size == offset_at_save
     assert [x for _, x in rollout2.rolled] == [x for s, x in rollout.rolled if s == 5][:BATCH]
+    # ... with the dispatch numbers the uninterrupted run gave them (the dataset's count is in data.pt)
+    assert [r["dispatch"] for r in rollout2.rows] == [r["dispatch"] for r in rollout.rows if r["global_steps"] == 5][:BATCH]
 
 
 def test_the_switch_is_checked_where_verl_builds_the_sampler(pool, fake_tq, tmp_path):
@@ -429,6 +433,38 @@ def test_a_zero_variance_group_is_replaced_by_one_group_not_two(pool, fake_tq, t
     assert "training/filter_groups/discarded_surplus_samples" not in metrics, metrics
     tasks2, metrics2 = step(t, fake_tq, 2)  # nothing owed is carried into the next step
     assert len(rollout.rolled) == 2 * BATCH + 1 and "training/filter_groups/evicted_samples" not in metrics2
+
+
+def test_a_refill_of_a_task_the_step_already_played_gets_other_seeds_reproducibly(pool, fake_tq, tmp_path):
+    """With the batch as large as the pool, a zero-variance group's refill is a task the step has
+    already rolled out, with the same step and members 0..7. verl hands the agent loop the row the
+    dataset returned: its `dispatch` (the dataset's count of rows handed out) differs from the
+    first group's, so every member's episode seed does; a second run of the same config dispatches
+    the same tasks with the same numbers, so the same seeds."""
+    from trainer.verl.agent_loop import member_seed
+
+    pool_dir, train, _ = pool
+
+    def run(ckpt: Path) -> tuple[list[tuple[int, str]], list[dict]]:
+        fake_tq.store.clear()
+        table = {u: (lambda play: [1, 0] * 4) for u in train}
+        table[train[0]] = lambda play: [1] * 8 if play == 1 else [1, 0] * 4  # its first group: zero variance
+        rollout = FakeRollout(fake_tq, table)
+        t = trainer(compose(pool_dir, ckpt, f"data.train_batch_size={N_TASKS}"), fake_tq, rollout)
+        step(t, fake_tq, 1, batch=N_TASKS)
+        return rollout.rolled, rollout.rows
+
+    rolled, rows = run(tmp_path / "a")
+    assert len(rolled) == N_TASKS + 1 and rolled[-1] in rolled[:-1], rolled  # the refill repeats a task of the step
+    again = rows[rolled.index(rolled[-1])]
+    assert again["global_steps"] == rows[-1]["global_steps"] == 1
+    assert again["dispatch"] != rows[-1]["dispatch"]
+    first = [member_seed(0, again, m) for m in range(8)]
+    refill = [member_seed(0, rows[-1], m) for m in range(8)]
+    assert set(first).isdisjoint(refill) and len(set(first)) == 8
+    rolled2, rows2 = run(tmp_path / "b")
+    assert rolled2 == rolled and [r["dispatch"] for r in rows2] == [r["dispatch"] for r in rows]
+    assert [member_seed(0, r, m) for r in rows2 for m in range(8)] == [member_seed(0, r, m) for r in rows for m in range(8)]
 
 
 def test_a_surplus_group_is_dropped_by_dispatch_order_not_by_its_random_id():

@@ -172,6 +172,26 @@ def test_training_seeds_derive_from_the_step_and_member_as_tbt_runs_do(tmp_path,
     assert len(read_records(tmp_path / "records" / "step_2.jsonl")) == 1
 
 
+def test_a_second_dispatch_of_a_task_in_a_step_draws_other_episodes_reproducibly(tmp_path, tok):
+    """verl refills a group (DAPO's zero-variance replacement, a failed group) with the same step
+    and members 0..n-1, and may refill with a task the step already played: the row's `dispatch`
+    (stamped by the dataset) makes its members' seeds differ from the first group's; the same
+    dispatches give the same seeds again. A validation row (never refilled) keeps the step's seed."""
+    uid = UIDS[1]
+    loop = agent_loop(SyntheticServer(tok, {uid: 0}), tok, tmp_path, user="scripted", judge="synthetic", seed=5)
+
+    def seeds(*dispatches: int, split: str = "train") -> list[int]:
+        for d in dispatches:
+            asyncio.run(loop.run(verl_sampling(), **training_row(uid, step=1, member=2, split=split), dispatch=d))
+        stem = "val_step_1" if split == "validation" else "step_1"
+        return [r.seed for r in read_records(tmp_path / "records" / f"{stem}.jsonl")][-len(dispatches):]
+
+    first, refill = seeds(7, 19)
+    assert first != refill
+    assert seeds(7, 19) == [first, refill]  # the same run of the same dispatches
+    assert seeds(7, 19, split="validation") == [episode_seed(step_seed(5, 1), uid, 2)] * 2
+
+
 def test_training_records_are_what_tbt_show_reads(tmp_path, tok):
     from typer.testing import CliRunner
 

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from trainer.cli import app
-from trainer.verl.quickstart_train import Runner, StageError, TrainPlan, pool_tasks
+from trainer.verl.quickstart_train import CONFIG, ROOT, Runner, StageError, TrainPlan, pool_tasks, train_loop
 
 
 def test_a_failing_stage_stops_with_its_exit_code_and_the_end_of_its_log(tmp_path):
@@ -71,6 +71,41 @@ def test_every_stage_plays_the_wall_clock_pinned_to_the_session_unless_the_calle
     assert said == ["clock session 1740992400.0", "clock 123 123.0"]
 
 
+def test_both_evaluations_end_episodes_at_the_agent_turn_cap_training_ends_them_at(tmp_path, monkeypatch):
+    """The base evaluation (also the probes that band GRPO's pool) and the trained evaluation play
+    episodes to the cap GRPO's do: the evaluation command the loop builds, read by the real `tbt
+    eval` into its run spec, caps agent turns where the agent loop does with verl's config as the
+    launch composes it from configs/laptop_grpo.yaml (nothing is run: the stages are recorded)."""
+    import typer
+
+    import trainer.eval_cli as eval_cli
+    from trainer.verl.env import TBConfig
+    from trainer.verl.launch import plan
+
+    commands = {}
+
+    def stage(self, i, name, cmd, **kw):
+        commands[name] = cmd
+        if name == "base evaluation":
+            raise StageError("recorded")
+
+    monkeypatch.setattr(Runner, "stage", stage)
+    with pytest.raises(StageError, match="recorded"):
+        train_loop(TrainPlan(out=tmp_path, progress=False), [].append)
+    specs = []
+
+    def play(spec, run_plan, **kw):
+        specs.append(spec)
+        raise typer.Exit(0)
+
+    monkeypatch.setattr(eval_cli, "play", play)
+    cmd = commands["base evaluation"]
+    assert cmd[3] == "eval" and CliRunner().invoke(app, cmd[3:]).exit_code == 0
+    env = {**os.environ, "CONFIG": str(ROOT / CONFIG), "LAPTOP_DIR": str(tmp_path), "CKPT_DIR": str(tmp_path / "ckpt")}
+    trained = TBConfig.from_trainer(plan([], env)[1]).max_agent_turns
+    assert trained == 10 and specs[0].config.max_agent_turns == trained
+
+
 def test_json_without_train_is_refused_before_anything_runs(tmp_path):
     res = CliRunner().invoke(app, ["quickstart", "--n", "1", "--out-dir", str(tmp_path / "qs"), "--json", "--no-progress"])
     assert res.exit_code == 2, res.output
@@ -117,7 +152,7 @@ def test_the_whole_loop_runs_and_its_last_line_is_the_summary(loop):
     out, first, _ = loop
     assert first.exit_code == 0, first.output[-6000:]
     s = json.loads(first.stdout.strip().splitlines()[-1])
-    assert s["steps"] == 1 and s["k"] == 4 and s["tasks"] == 8
+    assert s["steps"] == 1 and s["k"] == 4 and s["tasks"] == 8 and s["max_agent_turns"] == 10  # configs/laptop_grpo.yaml's
     assert s["algorithm"] == {"adv_estimator": "grpo", "loss_agg_mode": "token-mean"} and s["control"] is False
     assert 0 <= s["base_pass_at_1"] <= 1 and 0 <= s["trained_pass_at_1"] <= 1
     lo, hi = s["delta_interval"]

@@ -853,3 +853,86 @@ def test_no_0009_verl_already_slices_a_text_only_batch_of_the_reference_family_f
                                "first_layer_is_my_half": True}
         assert res["as_a_text_model"] == {"engine_input": 8, "layers": [4, 4, 4, 4], "logits": 4, "labels": 8,
                                           "first_layer_is_my_half": False}
+
+
+AGREEMENT = ("actor/rollout_actor/logp_abs_diff_mean", "actor/rollout_actor/logp_abs_diff_max",
+             "actor/rollout_actor/ppo_kl", "actor/rollout_actor/k3_kl")
+
+
+def _loss_micro_batch(rows: list[dict], batch_num_tokens: int, global_batch_size: int):
+    """(model_output, data) as the engine hands verl's `ppo_loss` one micro-batch: nested prompts
+    and responses, the response fields nested per sequence, and the model's log-probs over the
+    packed sequences (response token j of a sequence with a prompt of p tokens read at p + j - 1)."""
+    import torch
+    from tensordict import TensorDict
+
+    from verl.utils import tensordict_utils as tu
+
+    def nested(key, dtype=torch.float32):
+        return torch.nested.as_nested_tensor([torch.tensor(r[key], dtype=dtype) for r in rows], layout=torch.jagged)
+
+    packed, offsets = [], [0]
+    for r in rows:
+        seq = torch.zeros(r["prompt"] + len(r["mask"]))
+        seq[r["prompt"] - 1:r["prompt"] - 1 + len(r["mask"])] = torch.tensor(r["current"])
+        packed.append(seq)
+        offsets.append(offsets[-1] + len(seq))
+    log_probs = torch.nested.nested_tensor_from_jagged(torch.cat(packed), offsets=torch.tensor(offsets))
+    data = TensorDict({"prompts": torch.nested.as_nested_tensor([torch.arange(r["prompt"]) for r in rows], layout=torch.jagged),
+                       "responses": nested("mask", torch.long), "response_mask": nested("mask", torch.long),
+                       "old_log_probs": nested("old"), "rollout_log_probs": nested("rollout"),
+                       "advantages": nested("advantage")}, batch_size=[len(rows)])
+    tu.assign_non_tensor(data, dp_size=1, batch_num_tokens=batch_num_tokens, global_batch_size=global_batch_size)
+    return {"log_probs": log_probs}, data
+
+
+def test_0011_the_update_logs_rollout_actor_agreement_in_bypass_and_decoupled_mode(tmp_path):
+    """Three episodes with tool tokens inside their responses (response_mask 0, where the rollout's
+    log-probs are 0.0 and the actor's far off), as two micro-batches of one mini-batch: the patched
+    `ppo_loss` logs |Δ log p| (mean, max), k1 and k3 over the model's tokens only, as verl's own
+    aggregation (append_to_dict, Metric.aggregate_dp) reduces them, equal to the values computed by
+    hand over the whole mini-batch: in bypass mode (old log-probs = the rollout's) from this
+    forward's log-probs, in decoupled mode from the old ones. verl 0.9.0 logs none of them."""
+    import math
+    import random
+
+    from verl.utils.metric import Metric
+    from verl.utils.py_functional import append_to_dict
+    from verl.workers.config import FSDPActorConfig
+
+    patch = PATCHES / "0011-rollout-actor-agreement.patch"
+    rel = "verl/workers/utils/losses.py"
+    stock = stock_module(tmp_path, patch, rel, "_tb_stock_losses")
+    mod = patched_module(tmp_path / "patched", patch, rel, "_tb_patched_losses")
+    rng = random.Random(0)
+    masks = [[1, 1, 0, 0, 1], [1, 1, 1], [1, 0, 1, 1, 1, 1]]
+    rows = []
+    for i, mask in enumerate(masks):
+        rollout = [-rng.uniform(0.1, 3.0) if m else 0.0 for m in mask]
+        rows.append({"prompt": 3 + i, "mask": mask, "rollout": rollout, "advantage": [0.5] * len(mask),
+                     "recomputed": [x + rng.uniform(-0.2, 0.2) if m else -9.0 for x, m in zip(rollout, mask)],
+                     "current": [x + rng.uniform(-0.5, 0.5) if m else -7.0 for x, m in zip(rollout, mask)]})
+    tokens = sum(map(sum, masks))
+
+    def expected(actor_key: str) -> dict[str, float]:
+        d = [a - r for row in rows for a, r, m in zip(row[actor_key], row["rollout"], row["mask"]) if m]
+        return dict(zip(AGREEMENT, (sum(map(abs, d)) / len(d), max(map(abs, d)), -sum(d) / len(d),
+                                    sum(math.exp(x) - x - 1 for x in d) / len(d))))
+
+    def logged(module, old_key: str) -> dict[str, float]:
+        config = FSDPActorConfig(strategy="fsdp2", ppo_mini_batch_size=3, ppo_micro_batch_size_per_gpu=2, rollout_n=1)
+        per_rank: dict = {}
+        for micro in (rows[:2], rows[2:]):
+            model_output, data = _loss_micro_batch([{**r, "old": r[old_key]} for r in micro], tokens, len(rows))
+            _, metrics = module.ppo_loss(config, model_output, data)
+            append_to_dict(per_rank, metrics)  # verl's postprocess_batch_func over the micro-batches
+        assert "actor/pg_loss" in per_rank
+        return {k: Metric.aggregate_dp([v]) for k, v in per_rank.items() if k in AGREEMENT}  # train_mini_batch, one rank
+
+    for old_key, actor_key in (("rollout", "current"), ("recomputed", "recomputed")):  # bypass, decoupled
+        assert logged(stock, old_key) == {}
+        got = logged(mod, old_key)
+        assert set(got) == set(AGREEMENT), old_key
+        for key, value in expected(actor_key).items():
+            assert math.isclose(got[key], value, rel_tol=1e-5, abs_tol=1e-7), (old_key, key, got[key], value)
+    assert expected("current") != expected("recomputed")

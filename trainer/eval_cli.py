@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 import typer
 
 from trainer.run_cli import (
-    POLICY_HELP, AgentOpt, CallTimeoutOpt, ConcurrencyOpt, FamilyOpt, JudgeOpt, MaxContextOpt,
+    POLICY_HELP, AgentOpt, CallTimeoutOpt, ConcurrencyOpt, FamilyOpt, JudgeOpt, MaxAgentTurnsOpt, MaxContextOpt,
     MaxSecondsOpt, MaxTokensTotalOpt, ProgressOpt, PythonOpt, RetriesOpt, SamplingOpt, SpecOptions, ConfigOpt, AgentViewOpt,
     SkipInvalidOpt, SkipJudgedOpt, StripSourcesOpt, ThinkingOpt, UseRayOpt, UserOpt, fail, play, print_timings, report
 )
@@ -106,6 +106,7 @@ def eval_command(
     max_tokens_total: MaxTokensTotalOpt = None,
     max_seconds: MaxSecondsOpt = None,
     max_context: MaxContextOpt = None,
+    max_agent_turns: MaxAgentTurnsOpt = None,
     call_timeout: CallTimeoutOpt = 30.0,
     sampling: SamplingOpt = None,
     skip_invalid: SkipInvalidOpt = False,
@@ -134,8 +135,9 @@ def eval_command(
     price_table, price_models = _prices(prices, price_model)
     spec = SpecOptions(dataset, policy, test_list, user=user, judge=judge, servers=servers, python=python, family=family,
                        thinking=thinking, agent=agent, max_episode_tokens=max_tokens_total,
-                       max_episode_seconds=max_seconds, max_context=max_context, call_timeout=call_timeout,
-                       strip_sources=strip_sources, sampling=sampling, config=config, agent_view=agent_view).to_spec()
+                       max_episode_seconds=max_seconds, max_context=max_context, max_agent_turns=max_agent_turns,
+                       call_timeout=call_timeout, strip_sources=strip_sources, sampling=sampling, config=config,
+                       agent_view=agent_view).to_spec()
     result = play(spec, RunPlan(output=output, repeat=repeat, errors_output=errors_output, concurrency=concurrency,
                                 retries=retries, seed=seed, progress=progress, use_ray=use_ray,
                                 skip_invalid=skip_invalid, skip_judged=skip_judged))

@@ -227,7 +227,8 @@ def _train(out_dir: Path, *, steps: int, k: int, lr: float, control: bool, as_js
     verdict = ("up: the interval excludes 0" if lo is not None and lo > 0 else
                "down: the interval excludes 0" if hi is not None and hi < 0 else "not distinguishable from noise")
     say(f"trained {s['steps']} {'CONTROL (permuted rewards)' if control else 'GRPO'} step(s): pass@1 {s['base_pass_at_1']:.1%} -> {s['trained_pass_at_1']:.1%} "
-        f"({s['tasks']} tasks x {s['k']}), change {s['delta'] * 100:+.1f} pt, 95% paired bootstrap "
+        f"({s['tasks']} tasks x {s['k']}, at most {s['max_agent_turns']} agent turns an episode, as in training), "
+        f"change {s['delta'] * 100:+.1f} pt, 95% paired bootstrap "
         f"[{lo * 100:+.1f}, {hi * 100:+.1f}] pt: {verdict}; reward per step "
         + ", ".join("-" if r is None else f"{r:.2f}" for r in s["reward_per_step"])
         + f"; {s['total_seconds'] / 60:.1f} min; report {s['report']}")

@@ -42,6 +42,8 @@ AgentOpt = Annotated[Optional[str], typer.Option("--agent", help="Agent name (de
 MaxTokensTotalOpt = Annotated[Optional[int], typer.Option("--max-episode-tokens", help="Budget: the agent's generated tokens per episode.")]
 MaxSecondsOpt = Annotated[Optional[float], typer.Option("--max-episode-seconds", help="Budget: wall seconds per episode.")]
 MaxContextOpt = Annotated[Optional[int], typer.Option("--max-context", help="Budget: context length in tokens.")]
+MaxAgentTurnsOpt = Annotated[Optional[int], typer.Option("--max-agent-turns", min=1, help=(
+    "Agent turns of a task that sets no max_agent_sim_turns (default 200; training's thinkingbox.max_agent_turns)."))]
 CallTimeoutOpt = Annotated[float, typer.Option("--call-timeout", help="Seconds per tool call (past it: a system error).")]
 UseRayOpt = Annotated[bool, typer.Option("--ray", help="Spread episodes over a Ray cluster (also when RAY_ADDRESS is set).")]
 ProgressOpt = Annotated[bool, typer.Option("--progress/--no-progress", help="Show the progress bar.")]
@@ -89,6 +91,7 @@ class SpecOptions:
     max_episode_tokens: int | None = None
     max_episode_seconds: float | None = None
     max_context: int | None = None
+    max_agent_turns: int | None = None  # default: EpisodeConfig's cap
     call_timeout: float = 30.0
     isolate_tests: bool = False
     strip_sources: bool = False
@@ -139,6 +142,7 @@ class SpecOptions:
                        family=self.family, thinking=self.thinking, agent=self.agent,  # type: ignore[arg-type]
                        config=EpisodeConfig(max_episode_tokens=self.max_episode_tokens,
                                             max_episode_seconds=self.max_episode_seconds, max_context=self.max_context,
+                                            max_agent_turns=self.max_agent_turns or EpisodeConfig.max_agent_turns,
                                             call_timeout=self.call_timeout, isolate_tests=self.isolate_tests,
                                             strip_sources=self.strip_sources, agent_view=self.agent_view),
                        sampling=sampling)
@@ -298,6 +302,7 @@ def run_command(
     max_tokens_total: MaxTokensTotalOpt = None,
     max_seconds: MaxSecondsOpt = None,
     max_context: MaxContextOpt = None,
+    max_agent_turns: MaxAgentTurnsOpt = None,
     call_timeout: CallTimeoutOpt = 30.0,
     isolate: Annotated[bool, typer.Option("--isolate-tests", help="Run test functions in a subprocess.")] = False,
     sampling: SamplingOpt = None,
@@ -330,8 +335,9 @@ def run_command(
 
     spec = SpecOptions(dataset, policy, test_list, user=user, judge=judge, servers=servers, python=python, family=family,
                        thinking=thinking, agent=agent, max_episode_tokens=max_tokens_total,
-                       max_episode_seconds=max_seconds, max_context=max_context, call_timeout=call_timeout,
-                       isolate_tests=isolate, strip_sources=strip_sources, sampling=sampling, config=config,
+                       max_episode_seconds=max_seconds, max_context=max_context, max_agent_turns=max_agent_turns,
+                       call_timeout=call_timeout, isolate_tests=isolate, strip_sources=strip_sources, sampling=sampling,
+                       config=config,
                        agent_view=agent_view).to_spec()
     result = play(spec, RunPlan(output=output, repeat=repeat, errors_output=errors_output, concurrency=concurrency,
                                 retries=retries, seed=seed, progress=progress, use_ray=use_ray, ray_workers=ray_workers,

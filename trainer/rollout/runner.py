@@ -31,8 +31,9 @@ attempt number goes on from there).
 
 Seeds: an episode's seed is `stable_seed("episode", run seed, uid, repetition)`: the same in
 every process and on every attempt, so a re-run replays the same sampling where the policy can.
-In training, a step's run seed is `step_seed(thinkingbox.seed, step)` and a group member's
-repetition is its index in the group.
+In training, a step's run seed is `step_seed(thinkingbox.seed, step)`, mixed with the row's
+dispatch number so that a refilled group draws new episodes (trainer/verl/agent_loop.py
+`member_seed`), and a group member's repetition is its index in the group.
 
 Where episodes run is an `Execute` function: `local_execute` (this process) or `RayExecute`
 (async actors on a Ray cluster's CPU workers, each building the setup from the picklable

@@ -20,18 +20,23 @@ and returns what verl trains on:
     num_turns, metrics  chat turns; model / tool / grading seconds
 
 The episode is `tbt run`'s: its setup comes from the same functions (trainer/verl/env.py), its
-seed is `episode_seed(step_seed(thinkingbox.seed, step), uid, member)` (a row's
-`extra_info.seed` pins the run seed instead), and its sampling is verl's rollout sampling
-(temperature, top_p, top_k: configs/sampling.yaml through the launch) with
-`thinkingbox.max_turn_tokens` per turn.
+seed is `episode_seed(stable_seed("dispatch", step_seed(thinkingbox.seed, step), dispatch), uid,
+member)` (`member_seed`): `tbt run`'s derivation with the step's run seed and the row's
+`dispatch`, the dataset's number for the row (trainer/verl/dataset.py), so that a group verl
+refills with a task the step already played (same step, same members 0..n-1) draws other
+episodes, and the same run of the same seeds draws the same ones; a validation row keeps
+`episode_seed(step_seed(thinkingbox.seed, step), uid, member)`, and a row's `extra_info.seed`
+pins the run seed instead (`episode_seed(extra_info.seed, uid, member)`, wherever the row comes).
+Its sampling is verl's rollout sampling (temperature, top_p, top_k: configs/sampling.yaml through
+the launch) with `thinkingbox.max_turn_tokens` per turn.
 
 Member and step. verl's synchronous v1 trainer passes each row its member index (`session_id`)
 and step (`global_steps`). Its fully-async trainer (`verl.experimental.fully_async_policy`)
 passes neither: one `AgentLoopWorker.generate_sequences` call gets a group's `rollout.n` rows,
 all with the rollouter's group `uid` (`uid_sample_<epoch>_<n>`). There the member index is
 counted per group uid on the worker (`WorkerEnv.member`, in the order verl starts the rows), the
-episode seed is `episode_seed(stable_seed("group", thinkingbox.seed, group uid), uid, member)`
-(the step is not known before the first turn), and the step is one past the weight version of
+episode seed is drawn from `stable_seed("group", thinkingbox.seed, group uid)` instead of the
+step's run seed (the step is not known before the first turn), and the step is one past the weight version of
 the episode's first turn (`global_steps`, which the rollout server stamps: as in the synchronous
 trainer, step N's episodes are generated on the weights of step N - 1), which names its records
 file and its run seed (`run.seed = step_seed(thinkingbox.seed, step)`, as in the synchronous
@@ -202,7 +207,7 @@ class ThinkingBoxAgentLoop(AgentLoopBase):
         member = self._member(env, row, validation)
         row_step = None if row.get("global_steps") is None else int(row["global_steps"])
         pinned = None if extra.get("seed") is None else int(extra["seed"])
-        seed = episode_seed(self._seed_base(row_step, pinned, row.get("uid")), uid, member)
+        seed = member_seed(self.tb.seed, row, member)
         sampling = rollout_sampling(sampling_params, self.tb.max_turn_tokens)
         kind = env.judge_identity.get("kind")
         run_fields = dict(policy=f"verl:{self.model_name}", user=self.tb.user or "none",
@@ -263,19 +268,31 @@ class ThinkingBoxAgentLoop(AgentLoopBase):
             size = (self.rollout_config.get("val_kwargs") or {}).get("n", 1)
         return env.member(str(row["uid"]), int(size or 1))
 
-    def _seed_base(self, step: int | None, pinned: int | None, group: Any) -> int:
-        """The run seed the episode seed is drawn from (`episode_seed(base, task uid, member)`):
-        a row's `extra_info.seed`; else the step's (`step_seed(seed, step)`) where verl passes the
-        step; else, as the step is known only once the first turn comes back (below), the
-        group's: `stable_seed("group", seed, uid)` of verl's group uid (the fully-async rollouter's
-        `uid_sample_<epoch>_<n>`, the same in every run of a config); else step 0's."""
-        if pinned is not None:
-            return pinned
-        if step is not None:
-            return step_seed(self.tb.seed, step)
-        if group is not None:
-            return stable_seed("group", self.tb.seed, str(group))
-        return step_seed(self.tb.seed, 0)
+
+def member_seed(seed: int, row: dict[str, Any], member: int) -> int:
+    """A group member's episode seed, `episode_seed(base, task uid, member)`. The base is a row's
+    `extra_info.seed` (pinned: the same episodes wherever the row comes); else the step's run seed
+    (`step_seed(seed, step)`) where verl passes the step; else, as the step is known only once the
+    first turn comes back (`episode_step`), the group's: `stable_seed("group", seed, uid)` of verl's
+    group uid (the fully-async rollouter's `uid_sample_<epoch>_<n>`, the same in every run of a
+    config); else step 0's. Unless pinned, the row's `dispatch` (the dataset's number for the row,
+    trainer/verl/dataset.py) is mixed in, `stable_seed("dispatch", base, dispatch)`: verl refills a
+    group with the same step and members 0..n-1, maybe of a task the step already played, and the
+    refill must not replay that group token for token (seeded requests). A validation row
+    (`extra_info.split`) is never refilled and keeps the step's seed, whatever validation pass
+    numbered it."""
+    extra = row.get("extra_info") or {}
+    if extra.get("seed") is not None:
+        return episode_seed(int(extra["seed"]), extra["uid"], member)
+    if row.get("global_steps") is not None:
+        base = step_seed(seed, int(row["global_steps"]))
+    elif row.get("uid") is not None:
+        base = stable_seed("group", seed, str(row["uid"]))
+    else:
+        base = step_seed(seed, 0)
+    if row.get("dispatch") is not None and extra.get("split") != "validation":
+        base = stable_seed("dispatch", base, int(row["dispatch"]))
+    return episode_seed(base, extra["uid"], member)
 
 
 def episode_step(row_step: int | None, versions: PolicyVersions, served: int | None) -> int:
@@ -307,5 +324,5 @@ def records_paths(cfg: TBConfig, step: int, *, validation: bool) -> tuple[Path, 
     return Path(cfg.records_dir) / f"{stem}.jsonl", Path(cfg.records_dir) / f"{stem}.errors.jsonl"
 
 
-__all__ = ["ABORTED", "MemberSystemError", "PolicyVersions", "ThinkingBoxAgentLoop", "episode_step", "records_paths",
-           "rollout_sampling", "server_generate", "to_output"]
+__all__ = ["ABORTED", "MemberSystemError", "PolicyVersions", "ThinkingBoxAgentLoop", "episode_step", "member_seed",
+           "records_paths", "rollout_sampling", "server_generate", "to_output"]

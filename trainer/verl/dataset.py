@@ -9,6 +9,14 @@ the task's system messages + tools block + query rendered by tb_interpret for th
 column. A row whose task cannot be found or opened is dropped and reported with its uid; a task
 whose rendered prompt exceeds `data.max_prompt_length` is dropped and counted.
 
+Every row it hands out carries `dispatch`, its number among the rows this dataset has handed out
+(in a dataloader worker: interleaved by worker id, so no two workers give the same number). verl
+passes the row's fields to the agent loop, which mixes the number into the episode seed: a group
+that verl refills (DAPO's zero-variance replacement, a failed group) comes with the same step and
+members 0..n-1 as the first one, possibly of the same task, and must not replay it. The count is
+the dataset's `state_dict()`, which verl's dataloader checkpoint (`data.pt`) carries, so a resumed
+run numbers its rows as the uninterrupted one would.
+
 The family, thinking flag and servers come from `data.thinkingbox` (the same block as the
 top-level `thinkingbox`, see trainer/verl/env.py; configs/ set one from the other).
 """
@@ -20,6 +28,7 @@ import concurrent.futures
 import logging
 from typing import Any
 
+import torch.utils.data
 from verl.utils.dataset.rl_dataset import RLHFDataset
 
 from trainer.core import tb_interpret as ti
@@ -53,6 +62,23 @@ def rendered_prompt_ids(task: Any, env: Any, path: str, tokenizer: Any) -> list[
 
 
 class ThinkingBoxDataset(RLHFDataset):
+    def __init__(self, data_files: Any, tokenizer: Any, config: Any, processor: Any = None, max_samples: int = -1):
+        super().__init__(data_files, tokenizer, config, processor, max_samples)
+        self.dispatched = 0  # rows handed out (by this process: each dataloader worker counts its own)
+
+    def __getitem__(self, item: int) -> dict[str, Any]:
+        row = super().__getitem__(item)
+        worker = torch.utils.data.get_worker_info()
+        row["dispatch"] = self.dispatched if worker is None else self.dispatched * worker.num_workers + worker.id
+        self.dispatched += 1
+        return row
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"dispatched": self.dispatched}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.dispatched = int(state_dict.get("dispatched", 0))
+
     def maybe_filter_out_long_prompts(self, dataframe: Any = None) -> Any:
         cfg = TBConfig.from_trainer(self.config)
         env = worker_env(cfg)

@@ -362,10 +362,11 @@ class OnlineDifficultyDataset(ThinkingBoxDataset):
         return super().__getitem__(self.picker.next_index() if self.picker is not None else item)
 
     def state_dict(self) -> dict[str, Any]:
-        return self.picker.state_dict() if self.picker is not None else {}
+        return {**super().state_dict(), **(self.picker.state_dict() if self.picker is not None else {})}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        if self.picker is not None and state_dict:
+        super().load_state_dict(state_dict)
+        if self.picker is not None and "format" in state_dict:
             self.picker.load_state_dict(state_dict)
 
 

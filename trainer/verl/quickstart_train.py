@@ -11,7 +11,11 @@ docs/training.md shows, run in order, resumable, with progress:
                 evaluations two turns at a time on one model (`hf:...,threads=2,slots=2`)
 6. compare      `tbt compare --json` and `tbt report --training` (OUT/report.html)
 
-Both evaluations play the float32 weights the rollouts played: the warm start as written, and the
+Both evaluations end an episode at the agent-turn cap GRPO ends its episodes at (the training
+config's `thinkingbox.max_agent_turns`, `agent_turn_cap`; the summary's `max_agent_turns`): the base
+evaluation's records are also the probes that pick GRPO's tasks, and a pass rate measured with
+another cap than training's is a pass rate on other episodes (`tbt eval`'s own default is 200).
+Both play the float32 weights the rollouts played: the warm start as written, and the
 trained step as verl's checkpoint manager saved it beside the shards (configs/laptop_grpo.yaml
 saves `hf_model`). Not verl's merger: it casts to bfloat16, and a few GRPO steps move this tiny
 model's weights by less than bfloat16's rounding (after 4 steps at lr 5e-4 the rounding error's
@@ -29,7 +33,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 ROOT = Path(__file__).resolve().parents[2]
 LAPTOP_LIST = ROOT / "data" / "samples" / "lists" / "laptop.yaml"
@@ -130,6 +134,31 @@ class Runner:
         self.say(f"[{i}/6] {name}: kept {what} (remove it to redo this stage)")
 
 
+def agent_turn_cap(env: Mapping[str, str], config: Path = ROOT / CONFIG) -> int:
+    """The agent-turn cap of the training config's episodes (`+thinkingbox.max_agent_turns`, which
+    the launch hands verl as it is; the episode's default cap where the config sets none)."""
+    from trainer.rollout.episode import EpisodeConfig
+    from trainer.verl.launch import read_config
+
+    cfg = read_config(config, env)
+    return int(cfg.get("+thinkingbox.max_agent_turns", cfg.get("thinkingbox.max_agent_turns",
+                                                                 EpisodeConfig.max_agent_turns)))
+
+
+def eval_command(plan: TrainPlan, model: Path, label: str, turns: int) -> list[str]:
+    """`tbt eval` of `model` as both evaluations run it: the laptop list, k attempts per task, the
+    laptop sampling, training's agent-turn cap, records and agg.json under the loop's directory;
+    two turns at once on the one model, two threads each (each turn draws from its own seeded
+    generator: the same ids as one at a time; 94 s for the 64 episodes on 2 cores, against 102 s for
+    one single-thread model per core on Ray's local workers, whose start is most of the difference)."""
+    return tbt("eval", plan.dataset, "--test-list", plan.test_list, "--policy",
+               f"hf:{model},dtype=float32,threads=2,slots=2",
+               "--sampling", ROOT / "configs" / "sampling_laptop.yaml", "--user", "scripted",
+               "--judge", "synthetic", "-n", plan.k, "--seed", plan.seed, "--max-agent-turns", turns,
+               "-o", plan.out / f"{label}.jsonl", "--aggregate-output", plan.out / f"{label}.agg.json",
+               "--label", label, "--no-progress")
+
+
 def pool_tasks(run: Runner, env: dict[str, str], config: Path = ROOT / CONFIG) -> int:
     """The tasks GRPO trains on: the config's `prepare:` step (the Jeffreys bands of the base
     evaluation's records, data/prepare_data.py) run as the launch runs it, its pool counted. None
@@ -165,6 +194,9 @@ def train_loop(plan: TrainPlan, say: Callable[[str], None]) -> dict[str, Any]:
     warm, trained = out / "warm", out / "trained"
     ckpt = out / "checkpoints"
     metrics = ckpt / "metrics.jsonl"
+    env = {"LAPTOP_DIR": str(out), "CKPT_DIR": str(ckpt), "STEPS": str(plan.steps), "SAVE_FREQ": "1",
+           "LR": str(plan.lr), "ADV": plan.adv_estimator, "CONFIG": CONFIG, "EXPERIMENT": "quickstart-train"}
+    turns = agent_turn_cap({**os.environ, **env})
 
     if (warm / "config.json").is_file():
         run.kept(1, "warm start", warm)
@@ -173,18 +205,10 @@ def train_loop(plan: TrainPlan, say: Callable[[str], None]) -> dict[str, Any]:
                                        "--epochs", plan.epochs, "--lr", plan.warm_lr, "--seed", plan.seed, "--no-progress"))
 
     def evaluate(i: int, name: str, model: Path, label: str) -> Path:
-        agg = out / f"{label}.agg.json"
         records = out / f"{label}.jsonl"
-        # two turns at once on the one model, two threads each (each turn draws from its own seeded
-        # generator: the same ids as one at a time; 94 s for the 64 episodes on 2 cores, against 102 s
-        # for one single-thread model per core on Ray's local workers, whose start is most of the difference)
-        run.stage(i, name, tbt("eval", plan.dataset, "--test-list", plan.test_list, "--policy",
-                               f"hf:{model},dtype=float32,threads=2,slots=2",
-                               "--sampling", ROOT / "configs" / "sampling_laptop.yaml", "--user", "scripted",
-                               "--judge", "synthetic", "-n", plan.k, "--seed", plan.seed, "-o", records,
-                               "--aggregate-output", agg, "--label", label, "--no-progress"),
+        run.stage(i, name, eval_command(plan, model, label, turns),
                   watch=lambda: f"{min(_records(records), episodes)}/{episodes} episodes")
-        return agg
+        return out / f"{label}.agg.json"
 
     base_agg = evaluate(2, "base evaluation", warm, "base")
     probes = out / "probes.jsonl"
@@ -194,8 +218,6 @@ def train_loop(plan: TrainPlan, say: Callable[[str], None]) -> dict[str, Any]:
     if last.is_dir():
         run.kept(3, "GRPO", last)
     else:
-        env = {"LAPTOP_DIR": str(out), "CKPT_DIR": str(ckpt), "STEPS": str(plan.steps), "SAVE_FREQ": "1",
-               "LR": str(plan.lr), "ADV": plan.adv_estimator, "CONFIG": CONFIG, "EXPERIMENT": "quickstart-train"}
         # every pool task in every step, one update over all their groups (configs/laptop_grpo.yaml),
         # unless the caller set BATCH
         if os.environ.get("BATCH"):
@@ -226,7 +248,7 @@ def train_loop(plan: TrainPlan, say: Callable[[str], None]) -> dict[str, Any]:
     return {"algorithm": algorithm(plan), "lr": plan.lr, "control": plan.control,
             "base_pass_at_1": pass1["base"]["share"], "trained_pass_at_1": pass1["candidate"]["share"],
             "delta": paired["delta"], "delta_interval": paired["interval"], "steps": plan.steps,
-            "tasks": cmp["tasks"]["paired"], "k": plan.k,
+            "tasks": cmp["tasks"]["paired"], "k": plan.k, "max_agent_turns": turns,
             "reward_per_step": [r["score"] for r in curve(read(metrics))],
             "report": str(report), "seconds": run.seconds, "total_seconds": round(sum(run.seconds.values()), 1)}
 
@@ -240,4 +262,4 @@ def algorithm(plan: TrainPlan, config: Path = ROOT / CONFIG) -> dict[str, Any]:
     return {"adv_estimator": cfg["algorithm.adv_estimator"], "loss_agg_mode": cfg["actor_rollout_ref.actor.loss_agg_mode"]}
 
 
-__all__ = ["StageError", "TrainPlan", "algorithm", "train_loop"]
+__all__ = ["StageError", "TrainPlan", "agent_turn_cap", "algorithm", "eval_command", "train_loop"]

@@ -333,7 +333,7 @@ def _student(q: float, df: int) -> float:
     return float(student.ppf(q, df))
 
 
-def _tasks_needed(delta: float, sd: float, alpha: float, power: float) -> int:
+def tasks_needed(delta: float, sd: float, alpha: float, power: float) -> int:
     """The tasks at which a change `delta` with per-task spread `sd` is called with `power`: the
     smallest T with (t_{1−α/2, T−1} + t_{power, T−1}) · sd/√T ≤ |delta| (the t approximation; the
     normal one, T = ((z_{1−α/2} + z_power) · sd/|delta|)², is where the search starts: t's
@@ -367,7 +367,7 @@ def pass_at_1_change(base: Sequence[Tally], cand: Sequence[Tally], *, level: flo
         se               s_d/√T, s_d the spread (sample sd) of d_t across tasks: the task-clustered SE
         needed           when not distinguishable (and Δ ≠ 0): `tasks`, how many tasks like these
                          (at the observed spread s_d) would call a change of |Δ| with `power`
-                         (`_tasks_needed`); `attempts_per_task`, at the T tasks here, when the
+                         (`tasks_needed`); `attempts_per_task`, at the T tasks here, when the
                          attempts' own noise is what hides it: with W = mean over tasks of
                          σ'²/n' + σ²/n (each run's unbiased within-task variance c(n−c)/(n(n−1)),
                          scaled as d_t is), τ² = max(0, s_d² − W) the spread of the tasks' true
@@ -412,11 +412,12 @@ def pass_at_1_change(base: Sequence[Tally], cand: Sequence[Tally], *, level: flo
     if W > 0 and V > tau2:
         attempts = math.ceil(k * W / (V - tau2))
         attempts = attempts if attempts > k else None
-    out["needed"] = {"tasks": _tasks_needed(delta, sd, alpha, power), "attempts_per_task": attempts,
+    out["needed"] = {"tasks": tasks_needed(delta, sd, alpha, power), "attempts_per_task": attempts,
                      "attempts_lower_bound": pairing == "seed", "power": power}
     return out
 
 
 __all__ = ["EXACT_TASKS", "LEVEL", "POWER", "RESAMPLES", "SIGN_FLIPS", "Tally", "bootstrap_interval", "groups",
            "jeffreys_interval", "noise_floor", "observed_k_of_k", "pass_at_1", "pass_at_1_change", "pass_at_k",
-           "pass_hat_k", "sign_flip_interval", "solved_at_least_once", "summarize", "t_interval", "task_changes"]
+           "pass_hat_k", "sign_flip_interval", "solved_at_least_once", "summarize", "t_interval", "task_changes",
+           "tasks_needed"]

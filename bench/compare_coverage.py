@@ -1,6 +1,6 @@
 """Does `tbt compare`'s verdict on a pass@1 change hold its level? Coverage by simulation, where the truth is known.
 
-    uv run python bench/compare_coverage.py [--reps 2000] [--flips 2000] [--seed 0] [--json]
+    uv run python bench/compare_coverage.py [--reps 2000] [--flips 2000] [--seed 0] [--json]   # ~1 min; --reps 4000 ~2 min
 
 Each simulated comparison draws T tasks (8 or 50) from a scenario's population: a base pass rate
 p_t per task and the candidate's q_t. Each run plays 8 attempts per task. **Paired** (the same
@@ -16,10 +16,11 @@ change hold on other tasks like these), computed once from 2 million tasks of th
 "these tasks" is the mean of q_t − p_t over the comparison's own T tasks. Per scenario, T and
 pairing, the table gives the share of comparisons whose interval covers the truth (nominal 95%;
 with --reps 2000 a share is within about ±1 pt of its true value), the share called
-distinguishable, and the same for two methods that are not the verdict: the t-interval over the
-same per-task changes (`metrics.t_interval`), and the independent-attempt noise test the verdict
-replaced (|Δ| > 1.96·SE, SE² = Σ σ²/n of both runs' attempts as if independent, over T² tasks:
-it asks about these tasks, so its coverage is of "these tasks").
+distinguishable, and the same for three methods that are not the verdict: the t-interval over the
+same per-task changes (`metrics.t_interval`), and the two `tbt compare` printed before: the paired
+percentile bootstrap over the tasks (2000 draws of T tasks, both runs' together; "boot cover") and
+the independent-attempt noise test (|Δ| > 1.96·SE, SE² = Σ σ²/n of both runs' attempts as if
+independent, over T² tasks: it asks about these tasks, so its coverage is of "these tasks").
 
 Scenarios (p ~ the base's spread; the change):
   spread       p ~ Beta(1, 1); q = logistic(logit p + 0.5)          every task up a little
@@ -114,7 +115,8 @@ def simulate(scenario: str, tasks: int, paired: bool, *, reps: int, seed: int = 
     base, change = SCENARIOS[scenario]
     tr = truth(scenario) if true_change is None else true_change
     rng = np.random.default_rng([seed, tasks, int(paired), sum(map(ord, scenario))])
-    n = {"cover": 0, "cover_these": 0, "called": 0, "t_cover": 0, "t_called": 0, "old_cover_these": 0,
+    boot = np.random.default_rng([seed, tasks, int(paired), sum(map(ord, scenario)), 1])  # the bootstrap's own draws
+    n = {"cover": 0, "cover_these": 0, "called": 0, "t_cover": 0, "t_called": 0, "boot_cover": 0, "old_cover_these": 0,
          "old_called": 0, "width": 0.0}
     for i in range(reps):
         p = base(rng, tasks)
@@ -136,6 +138,10 @@ def simulate(scenario: str, tasks: int, paired: bool, *, reps: int, seed: int = 
         tlo, thi = t["interval"]
         n["t_cover"] += tlo - eps <= tr <= thi + eps
         n["t_called"] += not tlo <= 0 <= thi
+        d = np.asarray(task_changes(b, c))
+        draws = boot.integers(0, tasks, size=(2000, tasks))
+        blo, bhi = np.quantile(d[draws].mean(axis=1), [0.025, 0.975])
+        n["boot_cover"] += blo - eps <= tr <= bhi + eps
         called, delta, se = _old_noise_called(b, c)
         n["old_called"] += called
         n["old_cover_these"] += abs(delta - these) <= 1.959964 * se + eps
@@ -166,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     rows, summary = [], {}
     head = ("scenario", "truth", "T", "pairing", "cover", "cover these", "called", "width", "t cover", "t called",
-            "old called", "old cover these")
+            "boot cover", "old called", "old cover these")
     for sc in a.scenarios.split(","):
         for tasks in (8, 50):
             for paired in (True, False):
@@ -174,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append((sc, f"{r['truth'] * 100:+.2f}", str(tasks), "seed" if paired else "task",
                              f"{r['cover']:.3f}", f"{r['cover_these']:.3f}", f"{r['called']:.3f}",
                              f"{r['width'] * 100:.1f}", f"{r['t_cover']:.3f}", f"{r['t_called']:.3f}",
-                             f"{r['old_called']:.3f}", f"{r['old_cover_these']:.3f}"))
+                             f"{r['boot_cover']:.3f}", f"{r['old_called']:.3f}", f"{r['old_cover_these']:.3f}"))
                 summary[f"{sc}/{tasks}/{'paired' if paired else 'unpaired'}"] = round(r["cover"], 4)
                 print("  ".join(rows[-1]), file=sys.stderr, flush=True)
     widths = [max(len(x) for x in col) for col in zip(head, *rows)]

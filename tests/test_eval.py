@@ -142,7 +142,7 @@ def test_the_sign_flip_interval_is_the_test_inverted(d):
 
 
 def test_the_change_verdict_is_one_interval_and_its_reading():
-    base = [T(8, c) for c in (4, 7, 2, 8, 2, 1, 8, 8)]  # docs/training.md's +6.25 pt: 4 tasks up by one attempt
+    base = [T(8, c) for c in (4, 7, 2, 8, 2, 1, 8, 8)]  # the shape of docs/training.md's +6.25 pt: 4 tasks up by 1/8
     cand = [T(8, c) for c in (5, 8, 3, 8, 3, 1, 8, 8)]
     v = metrics.pass_at_1_change(base, cand, pairing="seed")
     assert v["delta"] == pytest.approx(4 / 64) and v["method"] == "sign-flip" and v["pairing"] == "seed"

@@ -110,13 +110,62 @@ def test_uneven_attempts_are_said():
     assert "note" not in metrics.summarize([T(4, 1), T(4, 2)])
 
 
-def test_paired_bootstrap():
-    base = [T(20, c) for c in range(21)]
-    cand = [T(20, min(20, c + 3)) for c in range(21)]
-    p = metrics.paired_bootstrap_delta(base, cand, seed=1)
-    assert p["delta"] == pytest.approx((sum(t.c for t in cand) - sum(t.c for t in base)) / 420)
-    assert 0 < p["interval"][0] <= p["delta"] <= p["interval"][1] and p["p_le_0"] == 0.0
-    assert p == metrics.paired_bootstrap_delta(base, cand, seed=1)
+def test_task_changes_average_to_the_pass_at_1_change():
+    base, cand = [T(8, 4), T(8, 7), T(8, 2), T(8, 8)], [T(8, 5), T(8, 8), T(8, 2), T(8, 6)]
+    assert metrics.task_changes(base, cand) == [1 / 8, 1 / 8, 0.0, -2 / 8]  # even n: the pass rates' differences
+    uneven_b, uneven_c = [T(8, 4), T(2, 2), T(6, 0), T(0, 0)], [T(4, 3), T(8, 2), T(6, 6), T(3, 1)]
+    d = metrics.task_changes(uneven_b, uneven_c)  # uneven n: linearised, the task without base attempts left out
+    assert len(d) == 3 and sum(d) / 3 == pytest.approx(11 / 18 - 6 / 16)  # the mean is Σc'/Σn' − Σc/Σn exactly
+
+
+def _p_by_enumeration(d, delta):
+    from itertools import product
+
+    e = [x - delta for x in d]
+    obs = abs(sum(e))
+    return sum(abs(sum(s * x for s, x in zip(signs, e))) >= obs - 1e-12
+               for signs in product((-1, 1), repeat=len(d))) / 2 ** len(d)
+
+
+@pytest.mark.parametrize("d", [[1 / 8] * 4 + [0.0] * 4, [0.25, 0.125, -0.125, 0.5, 0.375, 0.0, 0.25],
+                               [0.1, -0.3, 0.2, 0.05, 0.4, 0.15, -0.05, 0.3, 0.2]])
+def test_the_sign_flip_interval_is_the_test_inverted(d):
+    """The interval is every δ the sign-flip test does not reject at 5% (checked on a grid against
+    the p-value by enumeration), and `p` is the test of δ = 0."""
+    sf = metrics.sign_flip_interval(d)
+    lo, hi = sf["interval"]
+    assert sf["exact"] and sf["flips"] == 2 ** len(d) and sf["p"] == pytest.approx(_p_by_enumeration(d, 0.0))
+    grid = np.linspace(min(d) - 0.3, max(d) + 0.3, 601)
+    kept = [g for g in grid if _p_by_enumeration(d, g) >= 0.05]
+    assert kept[0] == pytest.approx(lo, abs=0.002) and kept[-1] == pytest.approx(hi, abs=0.002)
+    assert (lo <= 0 <= hi) == (sf["p"] >= 0.05)
+
+
+def test_the_change_verdict_is_one_interval_and_its_reading():
+    base = [T(8, c) for c in (4, 7, 2, 8, 2, 1, 8, 8)]  # the shape of docs/training.md's +6.25 pt: 4 tasks up by 1/8
+    cand = [T(8, c) for c in (5, 8, 3, 8, 3, 1, 8, 8)]
+    v = metrics.pass_at_1_change(base, cand, pairing="seed")
+    assert v["delta"] == pytest.approx(4 / 64) and v["method"] == "sign-flip" and v["pairing"] == "seed"
+    assert v["p"] == pytest.approx(2 / 16)  # 4 tasks moved, all up: 2 of the 16 sign patterns of those as extreme
+    assert v["delta_interval"] == pytest.approx([0.0, 0.125]) and v["distinguishable"] is False
+    assert v["needed"]["tasks"] > 8 and v["needed"]["attempts_lower_bound"]  # shared seeds: W overstates the noise
+    t = metrics.t_interval(metrics.task_changes(base, cand))  # the t-interval would call it (normality at 8 tasks)
+    assert t["interval"][0] > 0 and t["se"] == pytest.approx(v["se"])
+    up = metrics.pass_at_1_change([T(8, c) for c in (4, 7, 2, 6, 2, 1, 5, 3)],
+                                  [T(8, c + 1) for c in (4, 7, 2, 6, 2, 1, 5, 3)])  # all 8 tasks up
+    assert up["distinguishable"] and up["p"] == pytest.approx(2 / 256) and up["needed"] is None
+    assert up["delta_interval"][0] > 0
+    same = metrics.pass_at_1_change(base, base, pairing="seed")  # the same seeds, the same policy: every d_t = 0
+    assert same["delta"] == 0 and same["delta_interval"] == [0.0, 0.0] and not same["distinguishable"]
+    one = metrics.pass_at_1_change([T(8, 1)], [T(8, 7)])
+    assert one["delta"] == pytest.approx(0.75) and one["distinguishable"] is None and one["delta_interval"] is None
+    many_b = [T(4, c % 5) for c in range(60)]
+    many_c = [T(4, min(4, c % 5 + (c % 3 == 0))) for c in range(60)]
+    mc = metrics.pass_at_1_change(many_b, many_c, seed=3)  # 60 tasks: seeded Monte Carlo patterns
+    assert not mc["exact"] and mc["flips"] == metrics.SIGN_FLIPS and mc["distinguishable"]
+    assert mc == metrics.pass_at_1_change(many_b, many_c, seed=3)
+    with pytest.raises(ValueError):
+        metrics.pass_at_1_change(base, cand, pairing="attempt")
 
 
 # ---------------------------------------------------------------------------- records, coverage
@@ -370,8 +419,10 @@ def test_table_1_reproduced(seed_tables):
     assert cells(text, "Observed 20/20") == ["38 (7.50%)", "→", "107 (21.10%)", "+69 tasks"]
     assert cells(text, "pass@1 (successful attempts)") == ["5,242 (51.70%)", "→", "6,163 (60.78%)", "+9.08 pt"]
     assert cells(text, "pass@20 (tasks solved at least once)") == ["453 (89.35%)", "→", "446 (87.97%)", f"{M}7 tasks"]
-    assert re.search(r"pass@1 change, paired bootstrap over 507 tasks \(2000 resamples\): \+9\.08 pt, 95% interval "
-                     r"\+\d\.\d\d to \+\d+\.\d\d pt, share of resamples with no gain 0\.000", text), text
+    assert re.search(r"pass@1 change \+9\.08 pt, 95% interval \+\d\.\d\d to \+\d+\.\d\d pt \(sign-flip test over 507 "
+                     r"tasks, paired by task, 20,000 random sign patterns; p ≤ 5e-05\): distinguishable from no change",
+                     text), text
+    assert "bootstrap" not in text and "noise" not in text  # one verdict
 
 
 def test_table_3_reproduced(seed_tables):
@@ -424,7 +475,10 @@ def test_compare_json_and_agg_fields(seed_tables):
     t3 = {row["key"]: row for row in cmp["table3"]["rows"]}
     assert t3["per_dependable_task"]["base"] == pytest.approx(925.80 / 38)
     assert t3["per_dependable_task"]["percent"] == pytest.approx((855.58 / 107) / (925.80 / 38) * 100 - 100)
-    assert cmp["paired_pass_at_1"]["delta"] == pytest.approx((6163 - 5242) / 10140)
+    ch = cmp["change"]
+    assert ch["delta"] == pytest.approx((6163 - 5242) / 10140) and ch["tasks"] == 507 and ch["distinguishable"]
+    assert ch["delta_interval"][0] > 0 and not ch["exact"] and ch["pairing"] == "task" and ch["method"] == "sign-flip"
+    assert "paired_pass_at_1" not in cmp and "noise" not in cmp  # one verdict
     text = invoke("compare", d / "base.agg.json", d / "rlft.agg.json").stdout
     assert render(compare(base, json.loads((d / "rlft.agg.json").read_text()))) + "\n" == text  # seeded: the same
     r = invoke("compare", d / "base.agg.json", d / "prices.yaml")

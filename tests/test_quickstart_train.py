@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from trainer.cli import app
-from trainer.verl.quickstart_train import CONFIG, ROOT, Runner, StageError, TrainPlan, pool_tasks, train_loop
+from trainer.verl.quickstart_train import CONFIG, ROOT, Runner, StageError, TrainPlan, pool_tasks, train_loop, verdict
 
 
 def test_a_failing_stage_stops_with_its_exit_code_and_the_end_of_its_log(tmp_path):
@@ -24,6 +24,22 @@ def test_a_failing_stage_stops_with_its_exit_code_and_the_end_of_its_log(tmp_pat
     assert "base evaluation failed (exit 3)" in str(e.value) and str(log) in str(e.value) and "it broke" in str(e.value)
     assert "it broke" in log.read_text()
     assert said[0].startswith("[2/6] base evaluation: ")
+
+
+def test_the_summary_carries_compares_one_verdict():
+    """The JSON line's change is `tbt compare`'s verdict (trainer/eval/compare.py `change`), not a
+    second reading of it: the same delta, interval and distinguishable, with its method and pairing."""
+    res = CliRunner().invoke(app, ["compare", "tests/fixtures/eval/base.agg.json", "tests/fixtures/eval/candidate.agg.json",
+                                   "--json"])
+    assert res.exit_code == 0, res.output
+    cmp = json.loads(res.stdout)
+    s = verdict(cmp)
+    ch = cmp["change"]
+    assert s == {"base_pass_at_1": 28 / 60, "trained_pass_at_1": 37 / 60, "delta": ch["delta"],
+                 "delta_interval": ch["delta_interval"], "distinguishable": ch["distinguishable"],
+                 "method": "sign-flip", "pairing": "task", "tasks": 12}
+    lo, hi = s["delta_interval"]
+    assert s["distinguishable"] is False and lo <= 0 <= hi  # one verdict: the interval and the call agree
 
 
 def test_a_stage_that_passes_is_timed_and_said_done(tmp_path):
@@ -156,14 +172,15 @@ def test_the_whole_loop_runs_and_its_last_line_is_the_summary(loop):
     assert s["algorithm"] == {"adv_estimator": "grpo", "loss_agg_mode": "token-mean"} and s["control"] is False
     assert 0 <= s["base_pass_at_1"] <= 1 and 0 <= s["trained_pass_at_1"] <= 1
     lo, hi = s["delta_interval"]
-    assert lo <= s["delta"] <= hi and s["delta"] == pytest.approx(s["trained_pass_at_1"] - s["base_pass_at_1"])
+    assert lo <= s["delta"] <= hi and s["distinguishable"] == (not lo <= 0 <= hi) and s["delta"] == pytest.approx(s["trained_pass_at_1"] - s["base_pass_at_1"])
     assert len(s["reward_per_step"]) == 1 and 0 <= s["reward_per_step"][0] <= 1
     for stage in ("warm start", "base evaluation", "GRPO", "merge", "trained evaluation", "report"):
         assert stage in s["seconds"], stage
     page = (out / "report.html").read_text()
     assert "Reward per training step" in page
     assert (out / "trained" / "config.json").is_file() and (out / "checkpoints" / "global_step_1").is_dir()
-    assert json.loads((out / "compare.json").read_text())["paired_pass_at_1"]["interval"] == s["delta_interval"]
+    ch = json.loads((out / "compare.json").read_text())["change"]  # compare's one verdict, as the summary says it
+    assert (ch["delta_interval"], ch["distinguishable"], ch["pairing"]) == (s["delta_interval"], s["distinguishable"], "seed")
 
 
 @pytest.mark.engine
@@ -174,5 +191,5 @@ def test_a_rerun_keeps_every_stage_and_gives_the_same_numbers(loop):
     for stage in ("warm start", "GRPO", "merge"):
         assert f"{stage}: kept" in again.output, stage
     a, b = (json.loads(r.stdout.strip().splitlines()[-1]) for r in (first, again))
-    assert (a["base_pass_at_1"], a["trained_pass_at_1"], a["delta_interval"]) == \
-        (b["base_pass_at_1"], b["trained_pass_at_1"], b["delta_interval"])
+    assert (a["base_pass_at_1"], a["trained_pass_at_1"], a["delta_interval"], a["distinguishable"]) == \
+        (b["base_pass_at_1"], b["trained_pass_at_1"], b["delta_interval"], b["distinguishable"])

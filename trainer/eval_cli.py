@@ -254,17 +254,20 @@ def compare_command(
     base: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="The base run's agg.json.")],
     candidate: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="The candidate's agg.json.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the figures as one JSON object.")] = False,
-    seed: Annotated[int, typer.Option("--seed", help="Paired bootstrap seed.")] = 0,
-    bootstrap: Annotated[int, typer.Option("--bootstrap", min=100, help="Paired bootstrap resamples.")] = 2000,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the sign-flip test's random patterns (over 16 tasks).")] = 0,
+    flips: Annotated[int, typer.Option("--flips", min=1000, help=(
+        "Random sign patterns of the sign-flip test over more than 16 tasks (up to 16: all of them)."))] = 20000,
     common_tasks: Annotated[bool, typer.Option("--common-tasks", help=(
         "Runs over different task sets are refused; compare them on the tasks both hold (said in the output)."))] = False,
     at_k: Annotated[Optional[int], typer.Option("--at-k", min=1, help=(
         "Runs of a different k (attempts per task) are refused; compare both at this k (at most the smaller run's; "
         "the larger run's pass@k and k/k then estimated from its attempts, said in the output)."))] = None,
 ) -> None:
-    """Base → candidate: the seed's Table 1 (observed k/k, pass@1, pass@k) with a paired
-    bootstrap of the pass@1 change over tasks, Table 2 (pass@1 by domain), the per-domain
-    changes, and Table 3 (cost per dependable task) when both carry costs.
+    """Base → candidate: the seed's Table 1 (observed k/k, pass@1, pass@k) and the verdict on
+    the pass@1 change (one interval and whether it is distinguishable from no change: the
+    sign-flip test over the tasks, which says how the runs' attempts pair, by seed or by task),
+    Table 2 (pass@1 by domain), the per-domain changes, and Table 3 (cost per dependable task)
+    when both carry costs.
 
     Only like with like: runs of a different k or over different tasks are refused (exit 2)
     unless --at-k / --common-tasks say how to compare them. Runs are named by their labels
@@ -288,7 +291,7 @@ def compare_command(
     if names[0] == names[1]:
         names = (f"{names[0]} ({base.name})", f"{names[1]} ({candidate.name})")
     try:
-        cmp = compare(a, b, resamples=bootstrap, seed=seed, common_tasks=common_tasks, at_k=at_k, names=names)
+        cmp = compare(a, b, flips=flips, seed=seed, common_tasks=common_tasks, at_k=at_k, names=names)
     except CompareError as e:
         fail(f"error: {e}")
     if as_json:

@@ -128,7 +128,8 @@ def quickstart_command(
         "episodes, adv_estimator grpo_permuted; OUT_DIR/train-control): the same run with the reward's link to what "
         "the episodes did broken. A rise GRPO shows and the control does not comes from the reward."))] = False,
     as_json: Annotated[bool, typer.Option("--json", help=(
-        "With --train: the last line is one JSON object (base_pass_at_1, trained_pass_at_1, delta_interval, steps, ...)."))] = False,
+        "With --train: the last line is one JSON object (base_pass_at_1, trained_pass_at_1, delta, delta_interval, "
+        "distinguishable, steps, ...)."))] = False,
     progress: ProgressOpt = True,
 ) -> None:
     """Probe the sample tasks, prepare the training pool and show its difficulty bands.
@@ -224,12 +225,14 @@ def _train(out_dir: Path, *, steps: int, k: int, lr: float, control: bool, as_js
         err.print(f"error: {e}", markup=False, highlight=False)
         raise typer.Exit(e.code)
     lo, hi = s["delta_interval"] or (None, None)
-    verdict = ("up: the interval excludes 0" if lo is not None and lo > 0 else
-               "down: the interval excludes 0" if hi is not None and hi < 0 else "not distinguishable from noise")
+    verdict = ("no interval (fewer than 2 tasks)" if s["distinguishable"] is None else
+               "not distinguishable from no change" if not s["distinguishable"] else
+               "up: the interval excludes 0" if s["delta"] > 0 else "down: the interval excludes 0")
+    interval = "" if lo is None else f" [{lo * 100:+.1f}, {hi * 100:+.1f}] pt"
     say(f"trained {s['steps']} {'CONTROL (permuted rewards)' if control else 'GRPO'} step(s): pass@1 {s['base_pass_at_1']:.1%} -> {s['trained_pass_at_1']:.1%} "
         f"({s['tasks']} tasks x {s['k']}, at most {s['max_agent_turns']} agent turns an episode, as in training), "
-        f"change {s['delta'] * 100:+.1f} pt, 95% paired bootstrap "
-        f"[{lo * 100:+.1f}, {hi * 100:+.1f}] pt: {verdict}; reward per step "
+        f"change {s['delta'] * 100:+.1f} pt, 95% {s['method']} interval over tasks "
+        f"(paired by {s['pairing']}){interval}: {verdict}; reward per step "
         + ", ".join("-" if r is None else f"{r:.2f}" for r in s["reward_per_step"])
         + f"; {s['total_seconds'] / 60:.1f} min; report {s['report']}")
     if as_json:

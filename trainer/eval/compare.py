@@ -1,21 +1,22 @@
 """Two agg.json files side by side: the seed's tables, base → candidate.
 
 - Table 1: observed k/k, pass@1 (successful attempts), pass@k (tasks solved at least once),
-  each as count (share), base → candidate, change (tasks or percentage points); under it the
-  pass@1 change with a paired task-clustered bootstrap over the tasks both runs hold
-  (`metrics.paired_bootstrap_delta`, seeded);
+  each as count (share), base → candidate, change (tasks or percentage points);
+- the verdict on the pass@1 change (`change`, `metrics.pass_at_1_change`): one interval and one
+  `distinguishable`, from the sign-flip test over the tasks both runs hold (the tasks are the
+  unit; exact up to 16 tasks, seeded Monte Carlo beyond), with the `pairing` of the runs' attempts
+  ("seed": both runs drew the same episode seeds, so attempt r of a task pairs with attempt r of
+  it in the other run; "task": not known or not so, the tasks alone pair) and, when not
+  distinguishable, the tasks or attempts per task that would tell a change that size (`needed`).
+  The same verdict per domain (when there are several: the domains judged together, Bonferroni)
+  and per tag (the tags a family of their own), so that neither moves the overall verdict;
 - Table 2: pass@1 (%) per domain, overall and observed k/k, one row per run and the change;
 - per domain (the seed's Figure 3): pass@1, pass@k, observed k/k in %, base → candidate (points);
 - Table 3 (when both have costs): campaign cost, cost per successful attempt, tasks passing
   k/k, cost per dependable task; changes in % (of the unrounded figures) and "N× as many";
 - per tag (`tags`, when the runs were aggregated with their dataset: agg.json's task `tags`, the
-  `domain:` tag aside): pass@1, pass@k and observed k/k base → candidate, as per domain;
-- the noise floor (`noise`): whether the pass@1 change, overall, per domain and per tag, is more
-  than the attempts' own noise (`metrics.paired_noise_test`), and when not, how many attempts per
-  task or tasks would detect a change that size. Bonferroni within each family of changes judged
-  together: overall and the domains (when there are several; `tests`), and the tags, a family of
-  their own (`tag_tests`), so that a dataset's tags never move the overall and per-domain verdicts.
-  (The paired bootstrap answers another question: would the change hold on other tasks like these.)
+  `domain:` tag aside): pass@1, pass@k and observed k/k base → candidate, as per domain, and the
+  tag's verdict.
 
 Only like with like: runs of a different k (attempts per task) or over different task sets are
 refused (`CompareError`), since pass@k and observed k/k of k = 4 and k = 2 are different
@@ -99,13 +100,43 @@ def _figures(rows: Sequence[TaskRow], k: int) -> dict[str, Any]:
             "all_k": all_k, "pass_at_k": at_k, "estimated": not observed}
 
 
-def compare(base: AggDoc | Mapping[str, Any], cand: AggDoc | Mapping[str, Any], *, resamples: int = metrics.RESAMPLES,
+def _run_seed(doc: AggDoc) -> int | None:
+    """The run seed of an agg.json's records (`identities.run.seed`; None: records without a run block)."""
+    run = doc.identities.get("run")
+    seed = run.get("seed") if isinstance(run, Mapping) else None
+    return seed if isinstance(seed, int) and not isinstance(seed, bool) else None
+
+
+def pairing(base: AggDoc, cand: AggDoc, names: tuple[str, str] = ("base", "candidate")) -> tuple[str, str]:
+    """("seed" | "task", why). "seed" when both runs drew the same episode seeds: an episode's seed
+    is stable_seed("episode", run seed, uid, repetition) (trainer/rollout/runner.py), so the same
+    run seed (agg.json's `identities.run.seed`: aggregation refuses records of several runs) and
+    the same repetitions (k, and the first repetition) give attempt r of a task the same seed in
+    both. Otherwise "task": the tasks alone pair (a seed unknown, as in records without a run block
+    such as tb infer's, is never taken for shared)."""
+    sb, sc = _run_seed(base), _run_seed(cand)
+    unknown = [n for n, s in zip(names, (sb, sc)) if s is None]
+    if unknown:
+        return "task", (f"{' and '.join(unknown)}: no run seed in agg.json (records without a run block): whether "
+                        "the runs drew the same episode seeds is not known, so the tasks alone pair")
+    if sb != sc:
+        return "task", f"the runs drew different episode seeds (run seeds {sb} and {sc}): the tasks alone pair"
+    rb, rc = (base.coverage.first_repetition, _k(base)), (cand.coverage.first_repetition, _k(cand))
+    if rb != rc:
+        return "task", (f"the same run seed {sb} but other repetitions ({names[0]} {rb[0]}..{sum(rb) - 1}, {names[1]} "
+                        f"{rc[0]}..{sum(rc) - 1}): the tasks alone pair")
+    return "seed", (f"both runs drew their episode seeds from run seed {sb}, repetitions {rb[0]}..{sum(rb) - 1}: "
+                    "attempt r of a task has the same seed in both")
+
+
+def compare(base: AggDoc | Mapping[str, Any], cand: AggDoc | Mapping[str, Any], *, flips: int = metrics.SIGN_FLIPS,
             seed: int = 0, common_tasks: bool = False, at_k: int | None = None,
             names: tuple[str, str] | None = None) -> dict[str, Any]:
     """The figures (module docstring) as one JSON-ready dict. `base` and `cand` are `AggDoc`s, or
     the dicts of agg.json files (read as `AggDoc`s: `AggFileError` on a fault); `names` label the
-    runs (default: their labels). `CompareError` for runs of another k or other tasks unless
-    `common_tasks` / `at_k` say how to compare them."""
+    runs (default: their labels). `flips` and `seed`: the sign-flip test's random patterns beyond
+    16 tasks. `CompareError` for runs of another k or other tasks unless `common_tasks` / `at_k`
+    say how to compare them."""
     base, cand = as_doc(base, "base"), as_doc(cand, "candidate")
     nb, nc = names or (base.label or "base", cand.label or "candidate")
     uids, k = check_comparable(base, cand, names=(nb, nc), common_tasks=common_tasks, at_k=at_k)
@@ -125,8 +156,6 @@ def compare(base: AggDoc | Mapping[str, Any], cand: AggDoc | Mapping[str, Any], 
     fb = _figures([base.tasks[u] for u in uids], k)
     fc = _figures([cand.tasks[u] for u in uids], k)
     common = [u for u in uids if base.tasks[u].n and cand.tasks[u].n]
-    paired = metrics.paired_bootstrap_delta([base.tasks[u].tally for u in common], [cand.tasks[u].tally for u in common],
-                                            resamples=resamples, seed=seed)
     domains = list(dict.fromkeys([*(base.tasks[u].domain for u in uids), *(cand.tasks[u].domain for u in uids)]))
     out: dict[str, Any] = {
         "base": nb, "candidate": nc, "k": f"{k}",
@@ -140,7 +169,6 @@ def compare(base: AggDoc | Mapping[str, Any], cand: AggDoc | Mapping[str, Any], 
             _row(f"pass@{k} (tasks solved at least once)", fb["pass_at_k"], fc["pass_at_k"], "tasks",
                  fb["estimated"] or fc["estimated"]),
         ],
-        "paired_pass_at_1": paired,
         "domains": [_domain(d, [base.tasks[u] for u in uids if base.tasks[u].domain == d],
                             [cand.tasks[u] for u in uids if cand.tasks[u].domain == d], k) for d in domains],
     }
@@ -151,17 +179,18 @@ def compare(base: AggDoc | Mapping[str, Any], cand: AggDoc | Mapping[str, Any], 
     doms_both = [d for d in domains if any(base.tasks[u].domain == d and base.tasks[u].n and cand.tasks[u].n
                                            for u in uids)]
     tags_both = [t for t, us in tagged.items() if any(base.tasks[u].n and cand.tasks[u].n for u in us)]
-    tests = 1 + (len(doms_both) if len(doms_both) > 1 else 0)
+    domain_tests = len(doms_both) if len(doms_both) > 1 else 0
+    pair, why = pairing(base, cand, (nb, nc))
 
-    def noise(members: Sequence[str], family: int = tests) -> dict[str, Any]:
+    def verdict(members: Sequence[str], family: int = 1) -> dict[str, Any]:
         ms = [u for u in members if base.tasks[u].n and cand.tasks[u].n]
-        return metrics.paired_noise_test([base.tasks[u].tally for u in ms], [cand.tasks[u].tally for u in ms],
-                                         tests=family)
+        return metrics.pass_at_1_change([base.tasks[u].tally for u in ms], [cand.tasks[u].tally for u in ms],
+                                        tests=family, pairing=pair, flips=flips, seed=seed)
 
-    out["noise"] = {"overall": noise(uids), "tests": tests,
-                    "domains": ({d: noise([u for u in uids if base.tasks[u].domain == d]) for d in doms_both}
-                                if len(doms_both) > 1 else {}),
-                    "tag_tests": len(tags_both), "tags": {t: noise(tagged[t], len(tags_both)) for t in tags_both}}
+    out["change"] = {**verdict(common), "pairing_why": why, "domain_tests": domain_tests,
+                     "domains": {d: verdict([u for u in uids if base.tasks[u].domain == d], domain_tests)
+                                 for d in (doms_both if domain_tests else [])},
+                     "tag_tests": len(tags_both), "tags": {t: verdict(tagged[t], len(tags_both)) for t in tags_both}}
     bo, co = base.overall, cand.overall
     if bo.cost is not None and co.cost is not None:
         if own:
@@ -275,16 +304,11 @@ def render(cmp: Mapping[str, Any]) -> str:
         rows.append([r["metric"] + est, f"{count(r['base']['count'])} ({pct(r['base']['share'])})", "→",
                      f"{count(r['candidate']['count'])} ({pct(r['candidate']['share'])})", change])
     lines += _table(rows)
-    p = cmp["paired_pass_at_1"]
-    if p["delta"] is not None:
-        lo, hi = p["interval"]
-        lines.append(f"pass@1 change, paired bootstrap over {p['tasks']} tasks ({p['resamples']} resamples): "
-                     f"{_signed(p['delta'] * 100, '.2f')} pt, {p['level']:.0%} interval {_signed(lo * 100, '.2f')} to "
-                     f"{_signed(hi * 100, '.2f')} pt, share of resamples with no gain {p['p_le_0']:.3f}")
-    nz = cmp.get("noise")
-    if nz:
-        lines.append(noise_line("pass@1 change", nz["overall"], nz["tests"]))
-        lines += [noise_line(f"  {d}", x, nz["tests"]) for d, x in nz["domains"].items()]
+    ch = cmp.get("change")
+    if ch:
+        lines.append(change_line("pass@1 change", ch))
+        lines.append(f"  pairing: by {ch['pairing']} ({ch['pairing_why']})")
+        lines += [change_line(f"  {d}", x) for d, x in ch["domains"].items()]
     if t["only_in_base"] or t["only_in_candidate"]:
         lines.append(f"tasks in one run only (not paired): {len(t['only_in_base'])} base, "
                      f"{len(t['only_in_candidate'])} candidate")
@@ -304,14 +328,14 @@ def render(cmp: Mapping[str, Any]) -> str:
         rows.append([d["domain"], _tasks(d), *(_move(d, m) for m in ("pass_at_1", "solved_at_least_once", "observed_k_of_k"))])
     lines += _table(rows)
     if cmp.get("tags"):
-        tn = (nz or {}).get("tags") or {}
-        judged = (f"; the pass@1 change against the attempts' noise (the {nz['tag_tests']} tags judged together, "
-                  "Bonferroni)" if nz else "")
+        tn = (ch or {}).get("tags") or {}
+        judged = (f"; the pass@1 change by the sign-flip test over each tag's tasks (the {ch['tag_tests']} tags judged "
+                  "together, Bonferroni)" if ch else "")
         lines += ["", f"Per tag (%): base → candidate (change, points){judged}"]
-        rows = [["Tag", "Tasks", "pass@1", f"pass@{k}", f"Observed {k}/{k}", "pass@1 change vs noise"]]
+        rows = [["Tag", "Tasks", "pass@1", f"pass@{k}", f"Observed {k}/{k}", "pass@1 change"]]
         for g in cmp["tags"]:
             rows.append([g["tag"], _tasks(g), *(_move(g, m) for m in ("pass_at_1", "solved_at_least_once", "observed_k_of_k")),
-                         noise_mark(tn.get(g["tag"]))])
+                         change_mark(tn.get(g["tag"]))])
         lines += _table(rows)
     if "table3" in cmp:
         lines += ["", "Table 3. Estimated cost and dependability"]
@@ -331,31 +355,54 @@ def render(cmp: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def noise_line(what: str, x: Mapping[str, Any], tests: int) -> str:
-    """Whether a pass@1 change is more than the attempts' own noise (metrics.paired_noise_test)."""
+def _level(x: Mapping[str, Any]) -> str:
+    lvl = f"{x['level'] * 100:.4g}%"
+    return lvl if x["tests"] <= 1 else f"{lvl} (Bonferroni over {x['tests']})"
+
+
+def change_line(what: str, x: Mapping[str, Any]) -> str:
+    """The verdict on a pass@1 change (metrics.pass_at_1_change) in a line: the change, its interval,
+    the test and whether it tells the change from none; when not, what would."""
     if x["delta"] is None:
-        return f"{what}: noise not estimated (needs at least 2 attempts per task in both runs)"
+        return f"{what}: no task with attempts in both runs"
     d = f"{_signed(x['delta'] * 100, '.2f')} pt"
-    level = f"{x['level']:.0%}" + (f", Bonferroni over {tests} changes" if tests > 1 else "")
+    if x["distinguishable"] is None:
+        return (f"{what} {d} over {x['tasks']} task: no interval (the tasks are the unit of the test: it takes 2 or "
+                "more)")
+    lo, hi = x["delta_interval"]
+    test = (f"sign-flip test over {x['tasks']:,} tasks, paired by {x['pairing']}"
+            + ("" if x["exact"] else f", {x['flips']:,} random sign patterns")
+            + (f"; p ≤ {x['p']:.3g}" if x["p"] * x["flips"] < 1.5 else f"; p = {x['p']:.3g}"))
+    head = (f"{what} {d}, {_level(x)} interval {_signed(lo * 100, '.2f')} to {_signed(hi * 100, '.2f')} pt ({test})")
     if x["distinguishable"]:
-        return f"{what} {d}: distinguishable from the attempts' noise (SE {x['se'] * 100:.2f} pt, {level})"
+        return f"{head}: distinguishable from no change"
     more = ""
-    if x["repeats_needed"]:
-        more = (f"; about {x['repeats_needed']:,} attempts per task, or {x['tasks_needed']:,} tasks like these, "
-                "would detect a change this size (80% power)")
-    return f"{what} {d}: NOT distinguishable from the attempts' noise (SE {x['se'] * 100:.2f} pt, {level}){more}"
+    least = 2 / x["flips"] if x["exact"] else 0.0
+    if least >= 1 - x["level"]:
+        more = (f"; over {x['tasks']} tasks no change can be told from none: the test's smallest p is "
+                f"2/2^{x['tasks']} = {least:.3g}")
+    nd = x.get("needed")
+    if nd:
+        what_would = f"about {nd['tasks']:,} tasks like these (at this spread of the per-task changes)"
+        if nd["attempts_per_task"]:
+            what_would += (f" or {'at least ' if nd['attempts_lower_bound'] else ''}{nd['attempts_per_task']:,} "
+                           "attempts per task on these")
+        more += f"; {what_would} would detect a change this size ({nd['power']:.0%} power)"
+    return f"{head}: NOT distinguishable from no change{more}"
 
 
-def noise_mark(x: Mapping[str, Any] | None) -> str:
-    """A group's noise verdict in a table cell: distinguishable, NOT distinguishable (with the attempts
-    per task that would detect it), no change, or — (not estimated: fewer than 2 attempts per task)."""
+def change_mark(x: Mapping[str, Any] | None) -> str:
+    """A group's verdict in a table cell: distinguishable, NOT distinguishable (with the tasks that
+    would detect it), no change, or — (no tasks in both runs, or only one: no interval)."""
     if not x or x["delta"] is None:
         return "—"
-    if x["delta"] == 0:
-        return "no change"
+    if x["distinguishable"] is None:
+        return f"— ({x['tasks']} task)"
     if x["distinguishable"]:
         return "distinguishable"
-    return "NOT distinguishable" + (f" (~{x['repeats_needed']:,} attempts/task)" if x["repeats_needed"] else "")
+    if abs(x["delta"]) < 1e-12:
+        return "no change"
+    return "NOT distinguishable" + (f" (~{x['needed']['tasks']:,} tasks)" if x.get("needed") else "")
 
 
 def _count_fmt(x: float | None) -> str:
@@ -383,5 +430,5 @@ def _move(d: Mapping[str, Any], key: str) -> str:
     return f"{_num(d['base'], key)} → {_num(d['candidate'], key)} ({_signed(ch, '.1f')})"
 
 
-__all__ = ["MINUS", "CompareError", "check_comparable", "compare", "count", "dollars", "noise_mark", "noise_line", "pct",
-           "render"]
+__all__ = ["MINUS", "CompareError", "change_line", "change_mark", "check_comparable", "compare", "count", "dollars",
+           "pairing", "pct", "render"]

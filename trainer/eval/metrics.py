@@ -17,6 +17,7 @@ and observed k/k over the tasks with n = k, k the most attempts any task has.
 
 from __future__ import annotations
 
+import functools
 import math
 from math import comb
 from typing import Any, Iterable, Mapping, Sequence
@@ -192,35 +193,6 @@ def _z_one(power: float) -> float:
     return float(norm.ppf(power))
 
 
-def paired_noise_test(base: Sequence[Tally], cand: Sequence[Tally], *, level: float = LEVEL, power: float = POWER,
-                      tests: int = 1) -> dict[str, Any]:
-    """Is the pass@1 change between two runs of the same tasks (base[i], cand[i]: task i) more than
-    the attempts' own noise? Δ = Σc'/Σn' − Σc/Σn; SE² = Σ w'ᵢ² σ'ᵢ²/n'ᵢ + Σ wᵢ² σᵢ²/nᵢ (within-task
-    variances, task difficulty cancels); distinguishable when |Δ| > z · SE with z at level
-    1 − (1 − level)/tests (Bonferroni over the `tests` changes judged together: overall, each
-    domain, each tag). When not: the repeats per task, or tasks of the same kind, that would make a
-    change of this size detectable with `power` (SE shrinks as 1/√n: factor ((z + z_power)·SE/|Δ|)²)."""
-    if len(base) != len(cand):
-        raise ValueError("paired noise test: the two runs must list the same tasks")
-    pairs = [(b, c) for b, c in zip(base, cand) if b.n > 0 and c.n > 0]
-    nb, nc = sum(b.n for b, _ in pairs), sum(c.n for _, c in pairs)
-    out: dict[str, Any] = {"delta": None, "se": None, "distinguishable": None, "level": level, "tests": tests,
-                           "repeats_needed": None, "tasks_needed": None}
-    if not pairs or min(b.n for b, _ in pairs) < 2 or min(c.n for _, c in pairs) < 2:
-        return out
-    delta = sum(c.c for _, c in pairs) / nc - sum(b.c for b, _ in pairs) / nb
-    var = sum((b.n / nb) ** 2 * _within(b) / b.n + (c.n / nc) ** 2 * _within(c) / c.n for b, c in pairs)
-    se = math.sqrt(var)
-    z = _z(1 - (1 - level) / tests)
-    out.update(delta=delta, se=se, distinguishable=bool(se == 0 and delta != 0) or (se > 0 and abs(delta) > z * se))
-    if not out["distinguishable"] and delta != 0 and se > 0:
-        factor = ((z + _z_one(power)) * se / abs(delta)) ** 2
-        k = max(b.n for b, _ in pairs)
-        out["repeats_needed"] = math.ceil(k * factor)
-        out["tasks_needed"] = math.ceil(len(pairs) * factor)
-    return out
-
-
 def _pair(x: tuple[float, float] | None) -> list[float] | None:
     return list(x) if x is not None else None
 
@@ -234,30 +206,218 @@ def groups(keys: Mapping[str, Iterable[str]]) -> dict[str, list[str]]:
     return dict(sorted(out.items()))
 
 
-def paired_bootstrap_delta(base: Sequence[Tally], cand: Sequence[Tally], *, resamples: int = RESAMPLES,
-                           seed: int = 0, level: float = LEVEL) -> dict[str, Any]:
-    """Change of pass@1 between two runs of the same tasks (base[i] and cand[i] are task i):
-    Δ = Σc'/Σn' − Σc/Σn, with a paired task-clustered bootstrap: one draw of T task indices
-    (with replacement) is applied to both runs, so the task mix cancels out of Δ*. Returns Δ, the
-    percentile interval and `p_le_0` = share of draws with Δ* ≤ 0 (how often the gain vanishes)."""
+# ---------------------------------------------------------------------------- the change between two runs
+
+EXACT_TASKS = 16  # up to this many tasks the sign-flip test enumerates every pattern (2^16 = 65,536)
+SIGN_FLIPS = 20000  # beyond: this many random patterns (seeded), the observed one among them
+
+
+def task_changes(base: Sequence[Tally], cand: Sequence[Tally]) -> list[float]:
+    """The per-task changes d_t of two runs of the same tasks (base[i], cand[i]: task i; tasks
+    without attempts in either run left out), whose mean is exactly the pass@1 change
+    Δ = Σc'/Σn' − Σc/Σn:
+
+        every task with the same n in each run (the usual case):  d_t = c'_t/n'_t − c_t/n_t
+        otherwise (a campaign with gaps):  d_t = Δ + (c'_t − p' n'_t)/n̄' − (c_t − p n_t)/n̄
+
+    with p = Σc/Σn, n̄ = Σn/T (p', n̄' the candidate's): pass@1 weighs every attempt alike, so with
+    uneven n a task's share of Δ is its linearised (ratio-estimator) contribution, which reduces to
+    the difference of its pass rates when n is even. The tasks are the unit: a task's attempts
+    share its difficulty, and when both runs drew the same episode seeds (pairing "seed":
+    compare.py), attempt r of a task in one run is paired with attempt r in the other. The pairing
+    does not move d_t's mean; it makes d_t's spread across tasks the right measure of the noise
+    (shared seeds make a task's two pass rates move together, so treating the two runs' attempts
+    as independent overstates it)."""
     if len(base) != len(cand):
-        raise ValueError("paired bootstrap: the two runs must list the same tasks")
-    d0 = (pass_at_1(cand) or 0.0) - (pass_at_1(base) or 0.0)
-    if not base:
-        return {"delta": None, "interval": None, "p_le_0": None, "level": level, "resamples": 0, "tasks": 0}
-    arr = {name: np.array([[t.n, t.c] for t in ts], dtype=np.int64) for name, ts in (("a", base), ("b", cand))}
-    idx = np.random.default_rng(seed).integers(0, len(base), size=(resamples, len(base)))
-
-    def rate(a: np.ndarray) -> np.ndarray:
-        n, c = a[idx, 0].sum(axis=1), a[idx, 1].sum(axis=1)
-        return np.divide(c, n, out=np.zeros(resamples), where=n > 0)
-
-    deltas = rate(arr["b"]) - rate(arr["a"])
-    a = (1 - level) / 2
-    return {"delta": d0, "interval": [float(np.quantile(deltas, a)), float(np.quantile(deltas, 1 - a))],
-            "p_le_0": float((deltas <= 0).mean()), "level": level, "resamples": resamples, "tasks": len(base)}
+        raise ValueError("task changes: the two runs must list the same tasks")
+    pairs = [(b, c) for b, c in zip(base, cand) if b.n > 0 and c.n > 0]
+    if not pairs:
+        return []
+    if len({b.n for b, _ in pairs}) == 1 and len({c.n for _, c in pairs}) == 1:
+        return [c.c / c.n - b.c / b.n for b, c in pairs]
+    T = len(pairs)
+    nb, nc = sum(b.n for b, _ in pairs), sum(c.n for _, c in pairs)
+    pb, pc = sum(b.c for b, _ in pairs) / nb, sum(c.c for _, c in pairs) / nc
+    return [(pc - pb) + (c.c - pc * c.n) / (nc / T) - (b.c - pb * b.n) / (nb / T) for b, c in pairs]
 
 
-__all__ = ["LEVEL", "POWER", "RESAMPLES", "Tally", "bootstrap_interval", "groups", "jeffreys_interval", "noise_floor",
-           "observed_k_of_k", "paired_noise_test",
-           "paired_bootstrap_delta", "pass_at_1", "pass_at_k", "pass_hat_k", "solved_at_least_once", "summarize"]
+def t_interval(d: Sequence[float], level: float = LEVEL) -> dict[str, Any] | None:
+    """The one-sample t-interval of the mean of d (T ≥ 2 values): mean ± t_{(1+level)/2, T−1} · s/√T,
+    s the sample standard deviation; `p` the two-sided t-test of mean 0. Not `tbt compare`'s
+    verdict (that is `sign_flip_interval`: docs/evaluation.md says why); bench/compare_coverage.py
+    sets the two side by side."""
+    if len(d) < 2:
+        return None
+    from scipy.stats import t as student  # imported here: scipy costs seconds at import
+
+    x = np.asarray(d, dtype=float)
+    T, m = len(x), float(x.mean())
+    se = float(x.std(ddof=1)) / math.sqrt(T)
+    q = float(student.ppf(1 - (1 - level) / 2, T - 1))
+    p = (1.0 if m == 0 else 0.0) if se == 0 else float(2 * student.sf(abs(m) / se, T - 1))
+    return {"interval": [m - q * se, m + q * se], "p": p, "se": se, "df": T - 1}
+
+
+@functools.lru_cache(maxsize=EXACT_TASKS + 1)
+def _all_patterns(T: int) -> np.ndarray:
+    out = ((np.arange(2 ** T)[:, None] >> np.arange(T)) & 1) * 2.0 - 1.0
+    out.flags.writeable = False
+    return out
+
+
+def _patterns(T: int, flips: int, seed: int) -> tuple[np.ndarray, bool]:
+    """Sign patterns (rows of ±1): all 2^T when T ≤ EXACT_TASKS, else `flips` random ones
+    (default_rng(seed)) whose first is the observed (all +1)."""
+    if T <= EXACT_TASKS:
+        return _all_patterns(T), True
+    bits = np.random.default_rng(seed).integers(0, 256, size=(flips, (T + 7) // 8), dtype=np.uint8)
+    s = np.unpackbits(bits, axis=1)[:, :T] * 2.0 - 1.0
+    s[0] = 1.0
+    return s, False
+
+
+def _reach(a: np.ndarray, B: np.ndarray, T: int) -> np.ndarray:
+    """Per pattern s (a = Σ s_t e_t, B = Σ s_t, e_t = d_t − mean): the largest x ≥ 0 with
+    |a − x·B| ≥ T·x, i.e. how far above the mean δ = mean + x can lie with the flipped statistic
+    |Σ s_t (d_t − δ)| still at least the observed |Σ (d_t − δ)| = T·x (∞ for s = ±1 everywhere)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        up = np.where(T + B > 0, a / (T + B), -np.inf)
+        down = np.where(T - B > 0, -a / (T - B), -np.inf)
+    return np.where(np.abs(B) == T, np.inf, np.maximum(up, down))
+
+
+def sign_flip_interval(d: Sequence[float], *, level: float = LEVEL, flips: int = SIGN_FLIPS,
+                       seed: int = 0) -> dict[str, Any] | None:
+    """The sign-flip (randomisation) test over tasks of a mean change, and its interval.
+
+    Null at δ: each task's change is as likely δ + e as δ − e (under δ = 0: the two runs of each
+    task are exchangeable, what "no change" means for a paired design). Statistic |Σ (d_t − δ)|;
+    p(δ) = share of sign patterns s with |Σ s_t (d_t − δ)| ≥ |Σ (d_t − δ)|, over all 2^T patterns
+    when T ≤ EXACT_TASKS (exact), else over `flips` random ones, seeded, the observed included
+    (p ≥ 1/flips: a valid Monte Carlo p-value). The interval is every δ with p(δ) ≥ 1 − level
+    (the test inverted: found exactly, each pattern's reach `_reach` being a distance from the
+    mean, so p falls step by step away from it), clipped to [−1, 1]; `p` is p(0), so the interval
+    excludes 0 exactly when p < 1 − level. No normality: at T tasks the smallest p is 2/2^T, so
+    fewer than 6 tasks that changed at all (at 95%) can never tell a change from none. None
+    without tasks."""
+    if not len(d):
+        return None
+    x = np.asarray(d, dtype=float)
+    T, m = len(x), float(x.mean())
+    S, exact = _patterns(T, flips, seed)
+    a, B = S @ (x - m), S.sum(axis=1)  # per pattern: Σ s_t e_t and Σ s_t
+    k = max(1, math.ceil((1 - level) * len(S) - 1e-9))  # p(δ) ≥ 1 − level ⟺ at least k patterns reach it
+    eps = 1e-12
+
+    def side(r: np.ndarray) -> tuple[float, np.ndarray]:  # the k-th largest reach, and the reaches
+        return float(np.partition(r, len(r) - k)[len(r) - k]), r
+
+    hi_reach, r_hi = side(_reach(a, B, T))
+    lo_reach, r_lo = side(_reach(-a, B, T))
+    lo, hi = max(-1.0, m - lo_reach), min(1.0, m + hi_reach)
+    if m == 0:
+        p = 1.0
+    else:  # 0 lies |m| below the mean (m > 0) or above it (m < 0)
+        r = r_lo if m > 0 else r_hi
+        p = float(np.count_nonzero(r >= abs(m) - eps)) / len(S)
+    if p >= 1 - level:  # the interval holds 0 exactly when p does not reject it (float ties aside)
+        lo, hi = min(lo, 0.0), max(hi, 0.0)
+    elif lo <= 0 <= hi:
+        lo, hi = (lo, -eps) if m < 0 else (eps, hi)
+    return {"interval": [lo, hi], "p": p, "exact": exact, "flips": len(S)}
+
+
+def _student(q: float, df: int) -> float:
+    from scipy.stats import t as student
+
+    return float(student.ppf(q, df))
+
+
+def tasks_needed(delta: float, sd: float, alpha: float, power: float) -> int:
+    """The tasks at which a change `delta` with per-task spread `sd` is called with `power`: the
+    smallest T with (t_{1−α/2, T−1} + t_{power, T−1}) · sd/√T ≤ |delta| (the t approximation; the
+    normal one, T = ((z_{1−α/2} + z_power) · sd/|delta|)², is where the search starts: t's
+    quantiles are larger), and at least the smallest T whose sign-flip test can reach p < α at all
+    (2/2^T < α)."""
+    least = 2
+    while 2 / 2 ** least >= alpha:
+        least += 1
+    if sd == 0:
+        return least
+    from scipy.stats import norm, t as student
+
+    ratio = sd / abs(delta)
+    T = max(least, math.ceil(((norm.ppf(1 - alpha / 2) + norm.ppf(power)) * ratio) ** 2))
+    while T < 10 ** 9 and (student.ppf(1 - alpha / 2, T - 1) + student.ppf(power, T - 1)) * ratio > math.sqrt(T):
+        T += 1
+    return int(T)
+
+
+def pass_at_1_change(base: Sequence[Tally], cand: Sequence[Tally], *, level: float = LEVEL, tests: int = 1,
+                     pairing: str = "task", flips: int = SIGN_FLIPS, seed: int = 0,
+                     power: float = POWER) -> dict[str, Any]:
+    """The verdict on the pass@1 change between two runs of the same tasks (base[i], cand[i]: task i):
+
+        delta            Δ = Σc'/Σn' − Σc/Σn = mean of the per-task changes d_t (`task_changes`)
+        delta_interval   the sign-flip interval over the T tasks (`sign_flip_interval`) at level
+                         1 − (1 − level)/tests (Bonferroni over the `tests` changes judged together)
+        distinguishable  the interval excludes 0 (equivalently p < (1 − level)/tests); None with
+                         fewer than 2 tasks
+        p                the sign-flip test's two-sided p-value of no change
+        se               s_d/√T, s_d the spread (sample sd) of d_t across tasks: the task-clustered SE
+        needed           when not distinguishable (and Δ ≠ 0): `tasks`, how many tasks like these
+                         (at the observed spread s_d) would call a change of |Δ| with `power`
+                         (`tasks_needed`); `attempts_per_task`, at the T tasks here, when the
+                         attempts' own noise is what hides it: with W = mean over tasks of
+                         σ'²/n' + σ²/n (each run's unbiased within-task variance c(n−c)/(n(n−1)),
+                         scaled as d_t is), τ² = max(0, s_d² − W) the spread of the tasks' true
+                         changes and V = T·(|Δ|/(t_{1−α/2,T−1} + t_{power,T−1}))² the spread that
+                         would do, k·W/(V − τ²) attempts (None when τ² ≥ V: more attempts cannot,
+                         more tasks can). W treats a task's attempts in the two runs as
+                         independent; with shared seeds (pairing "seed") they are positively
+                         paired, W overstates their noise and the figure is a lower bound
+                         (`attempts_lower_bound`)
+
+    with `method`, `pairing` (as given: "seed" or "task", compare.py decides), `tasks` (T),
+    `level`, `tests`, `exact` and `flips` (the sign patterns)."""
+    if pairing not in ("seed", "task"):
+        raise ValueError(f"pairing {pairing!r}: expected 'seed' or 'task'")
+    lvl = 1 - (1 - level) / tests
+    pairs = [(b, c) for b, c in zip(base, cand) if b.n > 0 and c.n > 0]
+    d = task_changes(base, cand)
+    out: dict[str, Any] = {"delta": None, "delta_interval": None, "distinguishable": None, "p": None, "se": None,
+                           "level": lvl, "tests": tests, "method": "sign-flip", "pairing": pairing, "tasks": len(d),
+                           "exact": None, "flips": None, "needed": None}
+    if not d:
+        return out
+    delta = (sum(c.c for _, c in pairs) / sum(c.n for _, c in pairs)
+             - sum(b.c for b, _ in pairs) / sum(b.n for b, _ in pairs))
+    out["delta"] = delta
+    if len(d) < 2:
+        return out
+    sf = sign_flip_interval(d, level=lvl, flips=flips, seed=seed)
+    assert sf is not None
+    T, sd = len(d), float(np.std(d, ddof=1))
+    alpha = 1 - lvl
+    out.update(delta_interval=sf["interval"], distinguishable=sf["p"] < alpha, p=sf["p"], se=sd / math.sqrt(T),
+               exact=sf["exact"], flips=sf["flips"])
+    if out["distinguishable"] or abs(delta) < 1e-12:
+        return out
+    nb, nc = sum(b.n for b, _ in pairs) / T, sum(c.n for _, c in pairs) / T
+    W = sum((b.n / nb) ** 2 * _within(b) / b.n + (c.n / nc) ** 2 * _within(c) / c.n for b, c in pairs) / T
+    tau2 = max(0.0, sd ** 2 - W)
+    V = T * (abs(delta) / (_student(1 - alpha / 2, T - 1) + _student(power, T - 1))) ** 2
+    k = max(max(b.n, c.n) for b, c in pairs)
+    attempts = None
+    if W > 0 and V > tau2:
+        attempts = math.ceil(k * W / (V - tau2))
+        attempts = attempts if attempts > k else None
+    out["needed"] = {"tasks": tasks_needed(delta, sd, alpha, power), "attempts_per_task": attempts,
+                     "attempts_lower_bound": pairing == "seed", "power": power}
+    return out
+
+
+__all__ = ["EXACT_TASKS", "LEVEL", "POWER", "RESAMPLES", "SIGN_FLIPS", "Tally", "bootstrap_interval", "groups",
+           "jeffreys_interval", "noise_floor", "observed_k_of_k", "pass_at_1", "pass_at_1_change", "pass_at_k",
+           "pass_hat_k", "sign_flip_interval", "solved_at_least_once", "summarize", "t_interval", "task_changes",
+           "tasks_needed"]

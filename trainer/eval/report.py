@@ -16,7 +16,7 @@ unless told to compare on the common tasks / at a common k (`common_tasks`, `at_
 
 Sections: the runs (tasks, attempts, pass@1 with its Jeffreys and task-bootstrap intervals, pass@k,
 observed k/k, the noise floor: flip rate and minimum detectable pass@1 difference, cost); per candidate the seed's Table 1 (observed k/k, pass@1, pass@k: base ->
-candidate, change) with the paired bootstrap of the pass@1 change, Table 3 (costs) and the
+candidate, change) with the verdict on the pass@1 change (compare.py: one interval, distinguishable or not), Table 3 (costs) and the
 per-domain heatmap (Figure 3, trainer/eval/report_plots.py); cost per successful attempt vs
 pass@1 with the Pareto frontier (Figure 4); reliability curves (pass^k and pass@k vs k); per run,
 the per-domain table; the band histogram of `bands.csv` (data/prepare_data.py).
@@ -296,16 +296,10 @@ def comparison_section(base: Run, cand: Run, index: int, out_dir: Path, stem: st
     out = [f"<h2 id=compare-{index}>{_e(base.label)} → {_e(cand.label)}</h2>"]
     out += [f'<p class="note">{_e(n)}</p>' for n in c["notes"]]
     out.append(table(["metric", "base", "", "candidate", "change"], rows))
-    pb = c["paired_pass_at_1"]
-    if pb.get("delta") is not None:
-        lo, hi = pb["interval"]
-        out.append(f'<p class="note">pass@1 change {_signed(pb["delta"] * 100, " pt")}, paired task bootstrap '
-                   f'{int(pb["level"] * 100)}% [{lo * 100:+.2f}, {hi * 100:+.2f}] pt over {pb["tasks"]:,} shared tasks '
-                   f'({pb["resamples"]:,} draws; share of draws with no gain: {pb["p_le_0"]:.3f}).</p>')
-    nz = c.get("noise")
-    if nz:
-        lines = [cmp_mod.noise_line("pass@1 change", nz["overall"], nz["tests"])]
-        lines += [cmp_mod.noise_line(d, x, nz["tests"]) for d, x in nz["domains"].items()]
+    ch = c.get("change")
+    if ch:
+        lines = [cmp_mod.change_line("pass@1 change", ch), f"pairing: by {ch['pairing']} ({ch['pairing_why']})"]
+        lines += [cmp_mod.change_line(d, x) for d, x in ch["domains"].items()]
         out.append('<p class="note">' + "<br>".join(_e(x) for x in lines) + "</p>")
     if c.get("table3"):
         trows = []
@@ -328,14 +322,14 @@ def comparison_section(base: Run, cand: Run, index: int, out_dir: Path, stem: st
     out.append(table(["domain"] + [f"{h} base" for h in heads] + [f"{h} cand." for h in heads]
                      + [f"Δ {h}" for h in heads], drows))
     if c.get("tags"):
-        tnz = (nz or {}).get("tags") or {}
+        tnz = (ch or {}).get("tags") or {}
         trows = [[_e(g["tag"]), f'{(g["candidate"] or g["base"] or {}).get("tasks", 0):,}', pct(g["base"]["pass_at_1"] if g["base"] else None),
                   pct(g["candidate"]["pass_at_1"] if g["candidate"] else None),
                   _signed(g["change_pt"]["pass_at_1"] if g["change_pt"] else None, " pt"),
-                  _e(cmp_mod.noise_mark(tnz.get(g["tag"])))] for g in c["tags"]]
-        out.append(f'<h3>Per tag</h3><p class="note">The pass@1 change of each tag against the attempts\' noise, '
-                   f'the {nz["tag_tests"] if nz else len(trows)} tags judged together (Bonferroni).</p>'
-                   + table(["tag", "tasks", "pass@1 base", "pass@1 cand.", "Δ pass@1", "vs noise"], trows))
+                  _e(cmp_mod.change_mark(tnz.get(g["tag"])))] for g in c["tags"]]
+        out.append(f'<h3>Per tag</h3><p class="note">The pass@1 change of each tag by the sign-flip test over its '
+                   f'tasks, the {ch["tag_tests"] if ch else len(trows)} tags judged together (Bonferroni).</p>'
+                   + table(["tag", "tasks", "pass@1 base", "pass@1 cand.", "Δ pass@1", "verdict"], trows))
     if viewer is not None:
         out.append(moved_section(base, cand, index, viewer))
     return "".join(out), png

@@ -241,16 +241,23 @@ def train_loop(plan: TrainPlan, say: Callable[[str], None]) -> dict[str, Any]:
     cmp = json.loads(res.stdout)
     report = out / "report.html"
     run.stage(6, "report", tbt("report", base_agg, cand_agg, "--html", report, "--training", metrics))
-    pass1 = next(r for r in cmp["table1"] if r["metric"].startswith("pass@1"))
-    paired = cmp["paired_pass_at_1"]
     from trainer.verl.trainlog import curve, read
 
-    return {"algorithm": algorithm(plan), "lr": plan.lr, "control": plan.control,
-            "base_pass_at_1": pass1["base"]["share"], "trained_pass_at_1": pass1["candidate"]["share"],
-            "delta": paired["delta"], "delta_interval": paired["interval"], "steps": plan.steps,
-            "tasks": cmp["tasks"]["paired"], "k": plan.k, "max_agent_turns": turns,
+    return {"algorithm": algorithm(plan), "lr": plan.lr, "control": plan.control, **verdict(cmp), "steps": plan.steps,
+            "k": plan.k, "max_agent_turns": turns,
             "reward_per_step": [r["score"] for r in curve(read(metrics))],
             "report": str(report), "seconds": run.seconds, "total_seconds": round(sum(run.seconds.values()), 1)}
+
+
+def verdict(cmp: Mapping[str, Any]) -> dict[str, Any]:
+    """What the summary takes from `tbt compare --json`: pass@1 of both runs (Table 1) and compare's
+    one verdict on the change (`change`: trainer/eval/compare.py), `delta`, `delta_interval`,
+    `distinguishable`, the `method` and the `pairing` of the attempts, over `tasks` tasks."""
+    pass1 = next(r for r in cmp["table1"] if r["metric"].startswith("pass@1"))
+    ch = cmp["change"]
+    return {"base_pass_at_1": pass1["base"]["share"], "trained_pass_at_1": pass1["candidate"]["share"],
+            "delta": ch["delta"], "delta_interval": ch["delta_interval"], "distinguishable": ch["distinguishable"],
+            "method": ch["method"], "pairing": ch["pairing"], "tasks": ch["tasks"]}
 
 
 def algorithm(plan: TrainPlan, config: Path = ROOT / CONFIG) -> dict[str, Any]:
@@ -262,4 +269,4 @@ def algorithm(plan: TrainPlan, config: Path = ROOT / CONFIG) -> dict[str, Any]:
     return {"adv_estimator": cfg["algorithm.adv_estimator"], "loss_agg_mode": cfg["actor_rollout_ref.actor.loss_agg_mode"]}
 
 
-__all__ = ["StageError", "TrainPlan", "agent_turn_cap", "algorithm", "eval_command", "train_loop"]
+__all__ = ["StageError", "TrainPlan", "agent_turn_cap", "algorithm", "eval_command", "train_loop", "verdict"]

@@ -113,8 +113,10 @@ def test_help_example_runs(example, run_dir):
     argv = shlex.split(example)[1:]
     if argv[0] == "quickstart" and "--train" in argv:
         # verl's trainer on CPU: tests/test_quickstart_train.py runs the short example as shown (engine,
-        # TBT_CPU_SMOKE=1); the default one (~1 h on 2 cores) is the run docs/training.md measures
-        assert "--n 2 --train --steps 1 --k 4" in " ".join(argv) or argv == ["quickstart", "--train", "--json"], argv
+        # TBT_CPU_SMOKE=1); the default one and its control (~1 h each on 2 cores) are the runs
+        # docs/training.md and bench/learning.py measure
+        assert "--n 2 --train --steps 1 --k 4" in " ".join(argv) or argv in (
+            ["quickstart", "--train", "--json"], ["quickstart", "--train", "--control", "--json"]), argv
         pytest.skip("verl's trainer: run by tests/test_quickstart_train.py (TBT_CPU_SMOKE=1) or measured in docs")
     if argv[0] == "serve-domain":  # a stdio server: a closed stdin ends it at once
         r = subprocess.run([sys.executable, "-m", "trainer.cli", *argv], cwd=ROOT, stdin=subprocess.DEVNULL,

@@ -10,10 +10,13 @@ rewards permuted across its episodes, moves it by less than 0.1 either way."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 
+ROOT = Path(__file__).resolve().parents[1]
 PROMPT = [1, 2, 3]
 
 
@@ -88,3 +91,22 @@ def test_the_permuted_rewards_keep_the_step_s_rewards_and_move_them():
     other = rewards.clone()
     other[0, 2], other[1, 1] = 0.0, 1.0  # another step's rewards
     assert not torch.equal(permuted_rewards(other, mask).sum(-1), out.sum(-1))
+
+
+def test_the_laptop_trains_the_clusters_algorithm_and_lists_what_differs():
+    """configs/laptop_grpo.yaml resolves to the algorithm the cluster configs run (GRPO's own
+    advantages, token-mean, no KL, groups of 8), and its header names each scale knob it changes."""
+    from trainer.verl.launch import read_config
+
+    algo = ("algorithm.adv_estimator", "algorithm.use_kl_in_reward", "actor_rollout_ref.actor.use_kl_loss",
+            "actor_rollout_ref.actor.loss_agg_mode", "actor_rollout_ref.rollout.n")
+    configs = {name: read_config(ROOT / "configs" / f"{name}.yaml", {})
+               for name in ("laptop_grpo", "train_single_node", "reference_3x8")}
+    laptop = [configs["laptop_grpo"][k] for k in algo]
+    assert laptop == ["grpo", False, False, "token-mean", 8]
+    for name, cfg in configs.items():
+        assert [cfg[k] for k in algo] == laptop, name
+    header = (ROOT / "configs" / "laptop_grpo.yaml").read_text(encoding="utf-8").split("\nextends:")[0]
+    for knob in ("model", "lr 5e-4", "Adam eps", "steps 4", "lengths", "rollout", "grpo_permuted", "grpo_positive"):
+        assert knob in header, knob
+    assert float(configs["laptop_grpo"]["actor_rollout_ref.actor.optim.lr"]) != configs["reference_3x8"]["actor_rollout_ref.actor.optim.lr"]

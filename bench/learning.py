@@ -1,6 +1,7 @@
 """Does GRPO, as the cluster configs run it, make the laptop's tiny policy better, and is the reward why?
 
     uv run python bench/learning.py [--json] [--seeds 0 1] [--lr 1e-4 ...] [--steps 4] [--k 8] [--out DIR]
+                                    [--control | --no-control] [--estimator grpo grpo_positive]
 
 For each seed and learning rate: `tbt quickstart --train`'s loop (trainer/verl/quickstart_train.py:
 golden warm start, base evaluation, GRPO through scripts/run_train.sh and configs/laptop_grpo.yaml
@@ -8,12 +9,16 @@ with verl's own trainer, merge, trained evaluation, `tbt compare`) with standard
 (adv_estimator grpo, token-mean, no KL), then the same loop with the permuted-reward control
 (`grpo_permuted`: each step's rewards permuted across its episodes). A seed's control starts from
 the seed's own warm start and base evaluation (copied, not recomputed: the same weights and the
-same base episodes), so the two runs differ only in what the reward says.
+same base episodes), so the two runs differ only in what the reward says. `--control` runs only the
+controls, `--no-control` only GRPO; `--estimator grpo_positive` adds (or, alone, plays instead) the
+loop with our `grpo_positive` advantages (GRPO's with the failures' set to 0), its own rows.
 
 It prints one row per run (seed, lr, algorithm, pass@1 before and after, the change, its interval
 and `tbt compare`'s verdict, minutes) and, with --json, a last line
 
     {"grpo": [{"seed", "lr", "delta", "delta_interval", "distinguishable"}...], "control": [...]}
+
+(and a "grpo_positive" list when that estimator is played).
 
 The loop's stages resume: a rerun with the same --out keeps every finished run. Each run is
 ~15-20 min on 2 cores (the warm start ~4 of them, once a seed), so the default (2 seeds, one
@@ -37,8 +42,9 @@ from trainer.verl.quickstart_train import TrainPlan, train_loop  # noqa: E402
 SHARED = ("warm", "base.jsonl", "base.agg.json", "probes.jsonl")  # a seed's warm start and base evaluation
 
 
-def run(out: Path, seed: int, lr: float, steps: int, k: int, control: bool, say) -> dict:
-    plan = TrainPlan(out=out, seed=seed, lr=lr, steps=steps, k=k, control=control, progress=False)
+def run(out: Path, seed: int, lr: float, steps: int, k: int, control: bool, say, estimator: str = "grpo") -> dict:
+    plan = TrainPlan(out=out, seed=seed, lr=lr, steps=steps, k=k, control=control, progress=False,
+                     estimator=estimator)
     t = time.time()
     s = train_loop(plan, say)
     verdict = s.get("distinguishable")
@@ -69,22 +75,34 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--k", type=int, default=TrainPlan.k)
     ap.add_argument("--out", type=Path, default=Path("/tmp/tbt-bench-learning"))
     ap.add_argument("--json", action="store_true")
+    which = ap.add_mutually_exclusive_group()
+    which.add_argument("--control", action="store_true", help="only the permuted-reward controls")
+    which.add_argument("--no-control", action="store_true", help="only the GRPO runs, no control")
+    ap.add_argument("--estimator", nargs="+", default=["grpo"], choices=["grpo", "grpo_positive"],
+                    help="the advantage estimators played (each its own rows; the control permutes grpo's)")
     args = ap.parse_args(argv)
 
     def say(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
-    rows: dict[str, list[dict]] = {"grpo": [], "control": []}
+    played = [] if args.control else args.estimator
+    rows: dict[str, list[dict]] = {kind: [] for kind in [*played, *([] if args.no_control else ["control"])]}
     for seed in args.seeds:
         for lr in args.lr:
-            grpo_dir = args.out / f"seed{seed}" / f"lr{lr:g}" / "grpo"
-            control_dir = args.out / f"seed{seed}" / f"lr{lr:g}" / "control"
-            rows["grpo"].append(run(grpo_dir, seed, lr, args.steps, args.k, False, say))
-            share(grpo_dir, control_dir)
-            rows["control"].append(run(control_dir, seed, lr, args.steps, args.k, True, say))
+            base = args.out / f"seed{seed}" / f"lr{lr:g}"
+            # the seed's first run (or an earlier bench's GRPO run here): the others start from its
+            # warm start and base evaluation
+            first = base / "grpo" if (base / "grpo" / "warm" / "config.json").is_file() else None
+            for kind in rows:
+                d = base / kind
+                if first is not None and first != d:
+                    share(first, d)
+                rows[kind].append(run(d, seed, lr, args.steps, args.k, kind == "control", say,
+                                      estimator="grpo" if kind == "control" else kind))
+                first = first or d
     print(f"{'seed':>4} {'lr':>8} {'run':<8} {'pass@1 base':>11} {'trained':>8} {'change':>8} {'95% interval':>18} "
           f"{'verdict':<20} {'min':>5}")
-    for kind in ("grpo", "control"):
+    for kind in rows:
         for r in rows[kind]:
             lo, hi = r["delta_interval"] or (float("nan"), float("nan"))
             print(f"{r['seed']:>4} {r['lr']:>8g} {kind:<8} {r['base']:>11.1%} {r['trained']:>8.1%} "

@@ -59,10 +59,11 @@ class TrainPlan:
     seed: int = 0
     control: bool = False  # the permuted-reward control (advantage.CONTROL) instead of GRPO
     progress: bool = True
+    estimator: str = "grpo"  # verl's advantage estimator when not the control (grpo_positive: ours)
 
     @property
     def adv_estimator(self) -> str:
-        return "grpo_permuted" if self.control else "grpo"
+        return "grpo_permuted" if self.control else self.estimator
 
 
 def tbt(*args: Any) -> list[str]:

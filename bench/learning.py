@@ -7,9 +7,10 @@ For each seed and learning rate: `tbt quickstart --train`'s loop (trainer/verl/q
 golden warm start, base evaluation, GRPO through scripts/run_train.sh and configs/laptop_grpo.yaml
 with verl's own trainer, merge, trained evaluation, `tbt compare`) with standard GRPO
 (adv_estimator grpo, token-mean, no KL), then the same loop with the permuted-reward control
-(`grpo_permuted`: each step's rewards permuted across its episodes). A seed's control starts from
-the seed's own warm start and base evaluation (copied, not recomputed: the same weights and the
-same base episodes), so the two runs differ only in what the reward says. `--control` runs only the
+(`grpo_permuted`: each step's rewards permuted across its episodes). Every run of a seed (any lr,
+GRPO or control) starts from the seed's one warm start and base evaluation, its first finished
+run's (TrainPlan.start: the same weights and the same base episodes, not recomputed), so the runs
+differ only in what training did. `--control` runs only the
 controls, `--no-control` only GRPO; `--estimator grpo_positive` adds (or, alone, plays instead) the
 loop with our `grpo_positive` advantages (GRPO's with the failures' set to 0), its own rows.
 
@@ -29,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -39,12 +39,19 @@ sys.path.insert(0, str(ROOT))
 
 from trainer.verl.quickstart_train import TrainPlan, train_loop  # noqa: E402
 
-SHARED = ("warm", "base.jsonl", "base.agg.json", "probes.jsonl")  # a seed's warm start and base evaluation
+def seed_start(seed_dir: Path) -> Path | None:
+    """A finished run of this seed (any lr, any kind) whose warm start and base evaluation the others
+    start from: one warm start and one base evaluation a seed, so its runs differ only in training."""
+    for d in sorted(seed_dir.glob("lr*/*")):
+        if (d / "warm" / "config.json").is_file() and (d / "base.agg.json").is_file() and (d / "base.jsonl").is_file():
+            return d
+    return None
 
 
-def run(out: Path, seed: int, lr: float, steps: int, k: int, control: bool, say, estimator: str = "grpo") -> dict:
+def run(out: Path, seed: int, lr: float, steps: int, k: int, control: bool, say, estimator: str = "grpo",
+        start: Path | None = None) -> dict:
     plan = TrainPlan(out=out, seed=seed, lr=lr, steps=steps, k=k, control=control, progress=False,
-                     estimator=estimator)
+                     estimator=estimator, start=start)
     t = time.time()
     s = train_loop(plan, say)
     verdict = s.get("distinguishable")
@@ -55,16 +62,6 @@ def run(out: Path, seed: int, lr: float, steps: int, k: int, control: bool, say,
             "trained": s["trained_pass_at_1"], "delta": s["delta"], "delta_interval": s["delta_interval"],
             "distinguishable": bool(verdict), "reward_per_step": s["reward_per_step"],
             "minutes": round((time.time() - t) / 60, 1)}
-
-
-def share(src: Path, dst: Path) -> None:
-    """The seed's warm start and base evaluation into the control's directory (kept if there)."""
-    dst.mkdir(parents=True, exist_ok=True)
-    for name in SHARED:
-        a, b = src / name, dst / name
-        if b.exists() or not a.exists():
-            continue
-        (shutil.copytree if a.is_dir() else shutil.copy2)(a, b)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,17 +85,13 @@ def main(argv: list[str] | None = None) -> int:
     played = [] if args.control else args.estimator
     rows: dict[str, list[dict]] = {kind: [] for kind in [*played, *([] if args.no_control else ["control"])]}
     for seed in args.seeds:
+        first = seed_start(args.out / f"seed{seed}")
         for lr in args.lr:
-            base = args.out / f"seed{seed}" / f"lr{lr:g}"
-            # the seed's first run (or an earlier bench's GRPO run here): the others start from its
-            # warm start and base evaluation
-            first = base / "grpo" if (base / "grpo" / "warm" / "config.json").is_file() else None
             for kind in rows:
-                d = base / kind
-                if first is not None and first != d:
-                    share(first, d)
+                d = args.out / f"seed{seed}" / f"lr{lr:g}" / kind
                 rows[kind].append(run(d, seed, lr, args.steps, args.k, kind == "control", say,
-                                      estimator="grpo" if kind == "control" else kind))
+                                      estimator="grpo" if kind == "control" else kind,
+                                      start=first if first is not None and first != d else None))
                 first = first or d
     print(f"{'seed':>4} {'lr':>8} {'run':<8} {'pass@1 base':>11} {'trained':>8} {'change':>8} {'95% interval':>18} "
           f"{'verdict':<20} {'min':>5}")

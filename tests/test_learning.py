@@ -113,9 +113,9 @@ def test_the_laptop_trains_the_clusters_algorithm_and_lists_what_differs():
 
 
 def test_the_learning_bench_plays_grpo_and_its_control_from_one_warm_start(tmp_path, monkeypatch, capsys):
-    """bench/learning.py's plan: per seed, GRPO then its control, the control in its own directory
-    with the GRPO run's warm start and base evaluation; --control only the controls (from an
-    earlier GRPO run's warm start), --no-control only GRPO, --estimator adds grpo_positive rows."""
+    """bench/learning.py's plan: per seed, GRPO then its control, every run after the seed's first
+    starting from its warm start and base evaluation (an earlier bench's too); --control only the
+    controls, --no-control only GRPO, --estimator adds grpo_positive rows."""
     import importlib.util
     import json
 
@@ -124,19 +124,23 @@ def test_the_learning_bench_plays_grpo_and_its_control_from_one_warm_start(tmp_p
     spec.loader.exec_module(bench)
     played = []
 
-    def fake_run(out, seed, lr, steps, k, control, say, estimator="grpo"):
-        played.append((out.relative_to(tmp_path).as_posix(), control, estimator, (out / "warm" / "config.json").is_file()))
+    def fake_run(out, seed, lr, steps, k, control, say, estimator="grpo", start=None):
+        rel = out.relative_to(tmp_path).as_posix()
+        played.append((rel, control, estimator, start and start.relative_to(tmp_path).as_posix()))
         (out / "warm").mkdir(parents=True, exist_ok=True)
-        (out / "warm" / "config.json").write_text("{}")
+        for f in ("warm/config.json", "base.jsonl", "base.agg.json"):
+            (out / f).write_text("{}")
         return {"seed": seed, "lr": lr, "algorithm": estimator, "base": 0.5, "trained": 0.5, "delta": 0.0,
                 "delta_interval": [-0.1, 0.1], "distinguishable": False, "reward_per_step": [], "minutes": 0}
 
     monkeypatch.setattr(bench, "run", fake_run)
-    assert bench.main(["--seeds", "0", "1", "--lr", "5e-4", "--out", str(tmp_path), "--json"]) == 0
-    assert played == [("seed0/lr0.0005/grpo", False, "grpo", False), ("seed0/lr0.0005/control", True, "grpo", True),
-                      ("seed1/lr0.0005/grpo", False, "grpo", False), ("seed1/lr0.0005/control", True, "grpo", True)]
+    assert bench.main(["--seeds", "0", "1", "--lr", "5e-4", "1e-3", "--out", str(tmp_path), "--json"]) == 0
+    s0 = "seed0/lr0.0005/grpo"
+    assert played[:4] == [(s0, False, "grpo", None), ("seed0/lr0.0005/control", True, "grpo", s0),
+                          ("seed0/lr0.001/grpo", False, "grpo", s0), ("seed0/lr0.001/control", True, "grpo", s0)]
+    assert played[4] == ("seed1/lr0.0005/grpo", False, "grpo", None) and played[5][3] == "seed1/lr0.0005/grpo"
     last = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert set(last) == {"grpo", "control"} and [r["seed"] for r in last["control"]] == [0, 1]
+    assert set(last) == {"grpo", "control"} and [r["seed"] for r in last["control"]] == [0, 0, 1, 1]
     assert set(last["grpo"][0]) == {"seed", "lr", "delta", "delta_interval", "distinguishable"}
 
     played.clear()
@@ -144,4 +148,4 @@ def test_the_learning_bench_plays_grpo_and_its_control_from_one_warm_start(tmp_p
     assert [(p[0].split("/")[-1], p[1], p[2]) for p in played] == [("grpo", False, "grpo"), ("grpo_positive", False, "grpo_positive")]
     played.clear()
     assert bench.main(["--seeds", "2", "--out", str(tmp_path), "--control"]) == 0
-    assert [(p[0].split("/")[-1], p[1], p[3]) for p in played] == [("control", True, True)]  # seed 2's GRPO warm start
+    assert [(p[0].split("/")[-1], p[1], p[3]) for p in played] == [("control", True, "seed2/lr0.0005/grpo")]

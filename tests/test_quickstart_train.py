@@ -26,6 +26,19 @@ def test_a_failing_stage_stops_with_its_exit_code_and_the_end_of_its_log(tmp_pat
     assert said[0].startswith("[2/6] base evaluation: ")
 
 
+def test_a_run_started_from_an_unfinished_one_stops_naming_what_is_missing(tmp_path):
+    """TrainPlan.start (a control beside its GRPO run) needs that run's warm start and base
+    evaluation; without them the loop stops before any stage, naming the directory and the files."""
+    src = tmp_path / "grpo"
+    (src / "warm").mkdir(parents=True)
+    (src / "base.agg.json").write_text("{}")
+    said = []
+    with pytest.raises(StageError) as e:
+        train_loop(TrainPlan(out=tmp_path / "control", control=True, start=src), said.append)
+    assert str(src) in str(e.value) and "warm/config.json" in str(e.value) and e.value.code == 2
+    assert said == [] and not (tmp_path / "control" / "warm").exists()
+
+
 def test_the_summary_carries_compares_one_verdict():
     """The JSON line's change is `tbt compare`'s verdict (trainer/eval/compare.py `change`), not a
     second reading of it: the same delta, interval and distinguishable, with its method and pairing."""

@@ -126,7 +126,9 @@ def quickstart_command(
     control: Annotated[bool, typer.Option("--control", help=(
         "With --train: the permuted-reward control instead of GRPO (each step's rewards permuted across its "
         "episodes, adv_estimator grpo_permuted; OUT_DIR/train-control): the same run with the reward's link to what "
-        "the episodes did broken. A rise GRPO shows and the control does not comes from the reward."))] = False,
+        "the episodes did broken. A rise GRPO shows and the control does not comes from the reward. It starts from "
+        "OUT_DIR/train's warm start and base evaluation where that run finished them (the same weights and base "
+        "episodes)."))] = False,
     as_json: Annotated[bool, typer.Option("--json", help=(
         "With --train: the last line is one JSON object (base_pass_at_1, trained_pass_at_1, delta, delta_interval, "
         "distinguishable, steps, ...)."))] = False,
@@ -209,18 +211,23 @@ def quickstart_command(
                   highlight=False)
         raise typer.Exit(rc)
     if train:
+        # the control starts from the GRPO run's warm start and base evaluation where it finished them
+        grpo = out_dir / "train"
+        start = grpo if control and (grpo / "base.agg.json").is_file() and (grpo / "warm" / "config.json").is_file() else None
         _train(out_dir / ("train-control" if control else "train"), steps=steps, k=k, lr=lr, control=control,
-               as_json=as_json, progress=progress)
+               as_json=as_json, progress=progress, start=start)
 
 
-def _train(out_dir: Path, *, steps: int, k: int, lr: float, control: bool, as_json: bool, progress: bool) -> None:
+def _train(out_dir: Path, *, steps: int, k: int, lr: float, control: bool, as_json: bool, progress: bool,
+           start: Path | None = None) -> None:
     from trainer.verl.quickstart_train import StageError, train_loop
 
     def say(line: str) -> None:
         err.print(line, markup=False, highlight=False)
 
     try:
-        s = train_loop(TrainPlan(out=out_dir, steps=steps, k=k, lr=lr, control=control, progress=progress), say)
+        s = train_loop(TrainPlan(out=out_dir, steps=steps, k=k, lr=lr, control=control, progress=progress,
+                                 start=start), say)
     except StageError as e:
         err.print(f"error: {e}", markup=False, highlight=False)
         raise typer.Exit(e.code)

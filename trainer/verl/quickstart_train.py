@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -60,6 +61,9 @@ class TrainPlan:
     control: bool = False  # the permuted-reward control (advantage.CONTROL) instead of GRPO
     progress: bool = True
     estimator: str = "grpo"  # verl's advantage estimator when not the control (grpo_positive: ours)
+    # another run's directory whose warm start and base evaluation this one starts from (a control
+    # beside its GRPO run: the same weights, the same base episodes), instead of its own stages 1-2
+    start: Path | None = None
 
     @property
     def adv_estimator(self) -> str:
@@ -130,9 +134,9 @@ class Runner:
                              p.returncode if 0 < p.returncode < 128 else 1)
         self.say(f"[{i}/6] {name}: done in {self.seconds[name]:.0f} s")
 
-    def kept(self, i: int, name: str, what: Path) -> None:
+    def kept(self, i: int, name: str, what: Path, why: str = "remove it to redo this stage") -> None:
         self.seconds[name] = 0.0
-        self.say(f"[{i}/6] {name}: kept {what} (remove it to redo this stage)")
+        self.say(f"[{i}/6] {name}: kept {what} ({why})")
 
 
 def agent_turn_cap(env: Mapping[str, str], config: Path = ROOT / CONFIG) -> int:
@@ -199,21 +203,32 @@ def train_loop(plan: TrainPlan, say: Callable[[str], None]) -> dict[str, Any]:
            "LR": str(plan.lr), "ADV": plan.adv_estimator, "CONFIG": CONFIG, "EXPERIMENT": "quickstart-train"}
     turns = agent_turn_cap({**os.environ, **env})
 
-    if (warm / "config.json").is_file():
-        run.kept(1, "warm start", warm)
-    else:
-        run.stage(1, "warm start", tbt("warm-start", plan.dataset, "--test-list", plan.test_list, "-o", warm,
-                                       "--epochs", plan.epochs, "--lr", plan.warm_lr, "--seed", plan.seed, "--no-progress"))
-
     def evaluate(i: int, name: str, model: Path, label: str) -> Path:
         records = out / f"{label}.jsonl"
         run.stage(i, name, eval_command(plan, model, label, turns),
                   watch=lambda: f"{min(_records(records), episodes)}/{episodes} episodes")
         return out / f"{label}.agg.json"
 
-    base_agg = evaluate(2, "base evaluation", warm, "base")
+    if plan.start is not None:
+        src = plan.start.resolve()
+        base_agg, base_records = src / "base.agg.json", src / "base.jsonl"
+        if not ((src / "warm" / "config.json").is_file() and base_agg.is_file() and base_records.is_file()):
+            raise StageError(f"{src}: no finished warm start and base evaluation to start from "
+                             "(warm/config.json, base.jsonl, base.agg.json)", 2)
+        if not (warm / "config.json").is_file():  # GRPO trains from OUT/warm (configs/laptop_grpo.yaml)
+            shutil.copytree(src / "warm", warm, dirs_exist_ok=True)
+        run.kept(1, "warm start", src / "warm", "the run this one starts from")
+        run.kept(2, "base evaluation", base_agg, "the run this one starts from")
+    else:
+        if (warm / "config.json").is_file():
+            run.kept(1, "warm start", warm)
+        else:
+            run.stage(1, "warm start", tbt("warm-start", plan.dataset, "--test-list", plan.test_list, "-o", warm,
+                                           "--epochs", plan.epochs, "--lr", plan.warm_lr, "--seed", plan.seed,
+                                           "--no-progress"))
+        base_agg, base_records = evaluate(2, "base evaluation", warm, "base"), out / "base.jsonl"
     probes = out / "probes.jsonl"
-    probes.write_bytes((out / "base.jsonl").read_bytes())  # the prepare step bands these (configs/laptop_grpo.yaml)
+    probes.write_bytes(base_records.read_bytes())  # the prepare step bands these (configs/laptop_grpo.yaml)
 
     last = ckpt / f"global_step_{plan.steps}"
     if last.is_dir():

@@ -124,13 +124,13 @@ def test_the_learning_bench_plays_grpo_and_its_control_from_one_warm_start(tmp_p
     spec.loader.exec_module(bench)
     played = []
 
-    def fake_run(out, seed, lr, steps, k, control, say, estimator="grpo", start=None):
+    def fake_run(out, seed, lr, steps, k, control, say, estimator="grpo", start=None, overrides=()):
         rel = out.relative_to(tmp_path).as_posix()
         played.append((rel, control, estimator, start and start.relative_to(tmp_path).as_posix()))
         (out / "warm").mkdir(parents=True, exist_ok=True)
         for f in ("warm/config.json", "base.jsonl", "base.agg.json"):
             (out / f).write_text("{}")
-        return {"seed": seed, "lr": lr, "algorithm": estimator, "base": 0.5, "trained": 0.5, "delta": 0.0,
+        return {"seed": seed, "lr": lr, "steps": steps, "overrides": list(overrides), "algorithm": estimator, "base": 0.5, "trained": 0.5, "delta": 0.0,
                 "delta_interval": [-0.1, 0.1], "distinguishable": False, "reward_per_step": [], "minutes": 0}
 
     monkeypatch.setattr(bench, "run", fake_run)
@@ -141,7 +141,7 @@ def test_the_learning_bench_plays_grpo_and_its_control_from_one_warm_start(tmp_p
     assert played[4] == ("seed1/lr0.0005/grpo", False, "grpo", None) and played[5][3] == "seed1/lr0.0005/grpo"
     last = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert set(last) == {"grpo", "control"} and [r["seed"] for r in last["control"]] == [0, 0, 1, 1]
-    assert set(last["grpo"][0]) == {"seed", "lr", "delta", "delta_interval", "distinguishable"}
+    assert set(last["grpo"][0]) == {"seed", "lr", "steps", "overrides", "delta", "delta_interval", "distinguishable"}
 
     played.clear()
     assert bench.main(["--seeds", "2", "--out", str(tmp_path), "--no-control", "--estimator", "grpo", "grpo_positive"]) == 0
@@ -149,3 +149,9 @@ def test_the_learning_bench_plays_grpo_and_its_control_from_one_warm_start(tmp_p
     played.clear()
     assert bench.main(["--seeds", "2", "--out", str(tmp_path), "--control"]) == 0
     assert [(p[0].split("/")[-1], p[1], p[3]) for p in played] == [("control", True, "seed2/lr0.0005/grpo")]
+    played.clear()  # a setting of its own directory, from the seed's one warm start
+    assert bench.main(["--seeds", "2", "--out", str(tmp_path), "--no-control", "--steps", "8",
+                       "--override", "actor_rollout_ref.actor.optim.betas=[0.9,0.99]"]) == 0
+    assert played == [("seed2/lr0.0005-steps8-betas=_0.9_0.99_/grpo", False, "grpo", "seed2/lr0.0005/control")]
+    with pytest.raises(SystemExit, match="KEY=VALUE"):
+        bench.main(["--seeds", "2", "--out", str(tmp_path), "--override", "betas"])

@@ -64,6 +64,9 @@ class TrainPlan:
     # another run's directory whose warm start and base evaluation this one starts from (a control
     # beside its GRPO run: the same weights, the same base episodes), instead of its own stages 1-2
     start: Path | None = None
+    # verl overrides appended to the GRPO stage's launch (`key=value`, as scripts/run_train.sh takes
+    # them): the settings bench/learning.py searches (Adam's betas, warmup, ...)
+    overrides: tuple[str, ...] = ()
 
     @property
     def adv_estimator(self) -> str:
@@ -240,7 +243,7 @@ def train_loop(plan: TrainPlan, say: Callable[[str], None]) -> dict[str, Any]:
             env["BATCH"] = os.environ["BATCH"]
         else:  # pool_tasks runs the config's prepare step: the launch then only checks the pool it made
             env.update(BATCH=str(pool_tasks(run, {**env, **run.env})), SKIP_PREPARE="true")
-        run.stage(3, "GRPO", ["bash", str(ROOT / "scripts" / "run_train.sh")], env=env,
+        run.stage(3, "GRPO", ["bash", str(ROOT / "scripts" / "run_train.sh"), *plan.overrides], env=env,
                   watch=lambda: f"step {min(_steps(metrics), plan.steps)}/{plan.steps} done")
     if (trained / "config.json").is_file():
         run.kept(4, "merge", trained)
@@ -259,7 +262,8 @@ def train_loop(plan: TrainPlan, say: Callable[[str], None]) -> dict[str, Any]:
     run.stage(6, "report", tbt("report", base_agg, cand_agg, "--html", report, "--training", metrics))
     from trainer.verl.trainlog import curve, read
 
-    return {"algorithm": algorithm(plan), "lr": plan.lr, "control": plan.control, **verdict(cmp), "steps": plan.steps,
+    return {"algorithm": algorithm(plan), "lr": plan.lr, "control": plan.control, "overrides": list(plan.overrides),
+            **verdict(cmp), "steps": plan.steps,
             "k": plan.k, "max_agent_turns": turns,
             "reward_per_step": [r["score"] for r in curve(read(metrics))],
             "report": str(report), "seconds": run.seconds, "total_seconds": round(sum(run.seconds.values()), 1)}

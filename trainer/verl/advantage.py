@@ -14,7 +14,9 @@ directions that, on average, cost the golden paths of every task; the passing ep
 one decision token in a few hundred, is smaller than that damage. Reinforcing only the passes
 moves the policy along the warm start's own direction. Measured on the laptop pool at k 8: four
 steps with GRPO's advantages (lr 1e-3) lowered pass@1 by 7.8 pt, four `grpo_positive` steps (lr
-5e-4) raised it by 6.25 pt, both intervals clear of 0.
+5e-4) raised it by 6.25 pt (by the old bootstrap both clear of 0; the sign-flip verdict `tbt
+compare` gives now does not tell the +6.25 from no change). An option, not the default: the laptop
+loop runs GRPO's own advantages, as the cluster does.
 
 `grpo_permuted`: the control of a learning run. Each step's outcome rewards are permuted across
 that step's episodes (a permutation drawn from the step's own rewards and response lengths, so a

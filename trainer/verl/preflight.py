@@ -181,8 +181,15 @@ def preflight(cfg: Any, env: Mapping[str, str], *, missing: Mapping[str, Sequenc
     if unset_names(ckpt):
         checks.append(Check(rule, True, f"trainer.default_local_dir waits for {', '.join(unset_names(ckpt))}", skipped=True))
     else:
-        checks.append(Check(rule, ckpt.startswith("/") and not (nnodes > 1 and local),
-                            f"trainer.default_local_dir={ckpt}" + (" is node-local on a multi-node run" if nnodes > 1 and local else "")))
+        if nnodes > 1 and local and env.get("RAY_ADDRESS") and ckpt.startswith("/"):
+            # a cluster the launch asks: its node checks read a marker there on every node (trainer/verl/nodes.py)
+            checks.append(Check(rule, True, f"trainer.default_local_dir={ckpt}: node-local on most clusters; every node "
+                                "of RAY_ADDRESS reads a marker written there before the run (the node checks)", skipped=True))
+        else:
+            checks.append(Check(rule, ckpt.startswith("/") and not (nnodes > 1 and local),
+                                f"trainer.default_local_dir={ckpt}" + (" is node-local on a multi-node run (on a running "
+                                "cluster, RAY_ADDRESS set, the node checks read a marker there from every node)"
+                                if nnodes > 1 and local else "")))
         checks += resume_checks(cfg, ckpt, world)
     checks.append(driver_check(env))
     for role in ("user", "judge"):

@@ -132,8 +132,13 @@ case "${NODE_CHECK:-true}" in
   false | 0 | no) node_check=false ;;
   *) die "NODE_CHECK=${NODE_CHECK}: must be true or false" ;;
 esac
-py=python
-[[ $ray == */* && -x $(dirname "$ray")/python ]] && py=$(dirname "$ray")/python
+if [[ $ray == */* && -x $(dirname "$ray")/python ]]; then
+  py=$(dirname "$ray")/python  # the environment this Ray runs
+elif [[ -x .venv/bin/python ]]; then
+  py=.venv/bin/python
+else
+  py=python
+fi
 if [[ $node_check == true ]]; then
   if [[ $dry_run == true ]]; then
     NODE_IP=$NODE_IP "$py" -m trainer.verl.node_check --role "$ROLE" --dry-run || exit $?

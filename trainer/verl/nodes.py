@@ -182,7 +182,7 @@ def node_report(spec: NodeSpec, name: str | None = None) -> NodeReport:
                  "environment this node's scripts/start_ray.sh runs in)" for role, var in spec.keys if not os.environ.get(var)]
     report.problems += problems
     if spec.endpoints and not problems:
-        report.notes.append(f"{len(spec.endpoints)} endpoints answer")
+        report.notes.append(" and ".join(role for role, _ in spec.endpoints) + " endpoint answering")
     return report
 
 
@@ -220,7 +220,7 @@ def spec_of(cfg: Any, marker: str | None = None, token: str = "") -> NodeSpec:
         if spec.startswith("openai:"):
             endpoints.append((role, spec[len("openai:"):].split("#")[0].rstrip("/")))
             keys.append((role, key_variable(spec, role)))
-    return NodeSpec(tuple(dict.fromkeys(paths)), marker, token, tuple(endpoints), tuple(keys))
+    return NodeSpec(paths=tuple(dict.fromkeys(paths)), marker=marker, token=token, endpoints=tuple(endpoints), keys=tuple(keys))
 
 
 def key_variable(spec: str, role: str) -> str:
@@ -241,8 +241,9 @@ def parquet_datasets(path: Path) -> list[str]:
 
 
 def on_cluster(cfg: Any, env: Mapping[str, str]) -> bool:
-    """Whether the run goes to a Ray cluster the launch did not start (the node checks apply)."""
-    return bool(env.get("RAY_ADDRESS")) or cfg_int(cfg, "trainer.nnodes") > 1
+    """Whether the run goes to a Ray cluster the launch did not start (the node checks apply):
+    `RAY_ADDRESS` set, or several nodes (the trainer's, or the fully-async rollout pool's)."""
+    return bool(env.get("RAY_ADDRESS")) or cfg_int(cfg, "trainer.nnodes") > 1 or cfg_int(cfg, "rollout.nnodes") > 1
 
 
 def _remote_report(spec: NodeSpec) -> NodeReport:

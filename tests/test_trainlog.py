@@ -84,3 +84,12 @@ def test_a_real_verl_file_logger_line_gives_its_reward_tokens_and_seconds():
         assert r["score"] == x["data"]["training/episode/score/mean"] == x["data"]["critic/score/mean"]
         assert r["generated_tokens"] == x["data"]["training/episode/generated_tokens/mean"]
         assert r["seconds"] == x["data"]["timing_s/step"] > 0
+
+
+def test_a_step_logged_again_without_its_score_keeps_it(tmp_path):
+    """verl validates before training on a resume and logs a val-only line for the resumed step;
+    the fully-async trainer logs a timing line at a start: merged, not a whole step replaced."""
+    p = write(tmp_path / "m.jsonl", step(1, 0.25), step(2, 0.5), {"step": 2, "data": {"val-core/acc": 0.4}})
+    (one, two) = read(p)
+    assert two[1]["training/episode/score/mean"] == 0.5 and two[1]["val-core/acc"] == 0.4
+    assert [r["score"] for r in curve([one, two])] == [0.25, 0.5]

@@ -83,6 +83,10 @@
    (a marker written here, read there) and the user / judge endpoints from that node. A node that
    fails is a `FAIL` line naming it (IP and Ray node id), and nothing starts: exit 1. A dry run
    prints what would be checked.
+8. Before verl starts, what it will replay is moved aside (trainer/verl/rollback.py): the records
+   and metrics lines a killed attempt wrote for the steps after the one it resumes from go to
+   `records/rolled_back/STAMP/` and `METRICS.rolled_back.jsonl`, and a torn last record line is
+   cut, so a resumed run's files hold each step once. Printed as `# resume from step K: ...`.
 
 Secrets: values of variables whose names hold KEY, TOKEN, SECRET or PASSWORD, and the user
 info and query of every URL, never appear in the output.
@@ -454,6 +458,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         return 1
     if node_checks(cfg, env):
         return 1
+    roll_back_replayed(cfg, env)
     if env.get("VERL_FILE_LOGGER_PATH"):  # verl's file logger opens it without making its folder
         Path(env["VERL_FILE_LOGGER_PATH"]).parent.mkdir(parents=True, exist_ok=True)
     return subprocess.call([sys.executable, "-m", extras.entry.module, *overrides], env=env, cwd=str(ROOT))
@@ -473,6 +478,26 @@ def rehearsal(cfg: Any, mode: str, env: Mapping[str, str]) -> list[Check]:
     for c in checks:
         print(redact(c.line(), env))
     return checks
+
+
+def roll_back_replayed(cfg: Any, env: Mapping[str, str]) -> None:
+    """Point 8: what the relaunch replays, moved aside (trainer/verl/rollback.py), printed."""
+    from trainer.verl.rollback import resumed_step, roll_back
+
+    ckpt = str(cfg_get(cfg, "trainer.default_local_dir", "") or "")
+    if not ckpt:
+        return
+    step = resumed_step(cfg, Path(ckpt))
+    if step is None:
+        print("# resume: the step resumed from is not known here: records and metrics left as they are")
+        return
+    records = None
+    if cfg_get(cfg, "thinkingbox.records", True) is not False:
+        records = Path(str(cfg_get(cfg, "thinkingbox.records_dir", None) or Path(ckpt) / "records"))
+    metrics = Path(env["VERL_FILE_LOGGER_PATH"]) if env.get("VERL_FILE_LOGGER_PATH") else None
+    done = roll_back(records, metrics, step, val_before_train=bool(cfg_get(cfg, "trainer.val_before_train", True)))
+    for line in done.lines():
+        print(f"# resume from step {step}: {line}", flush=True)
 
 
 def node_plan(cfg: Any, env: Mapping[str, str]) -> None:

@@ -2,7 +2,8 @@
 `VERL_FILE_LOGGER_PATH`): one JSON object per line, `{"step": N, "data": {metric: value}}`.
 
 `read(path)` checks every line (a bad one is a `TrainLogError` naming the file and line; a step
-logged twice keeps its last line, as a resumed run writes it) and returns the steps in order;
+logged on several lines is their merge, a later value winning: verl's validation before training
+and the fully-async trainer's timing at a start log a step again) and returns the steps in order;
 `curve(steps)` is the reward curve: per step, the share of episodes whose verdict passed
 (`training/episode/score/mean`, our agent loop's; verl's `critic/score/mean` where that is
 absent), the tokens generated per episode and the step's seconds; `curve_png` plots it (tbt report
@@ -40,7 +41,9 @@ def read(path: str | Path) -> list[tuple[int, dict[str, Any]]]:
             raise TrainLogError(f"{path}:{n}: not JSON ({e.msg})") from None
         if not isinstance(rec, dict) or not isinstance(rec.get("step"), int) or not isinstance(rec.get("data"), dict):
             raise TrainLogError(f"{path}:{n}: expected {{\"step\": int, \"data\": {{...}}}} (verl's file logger)")
-        steps[rec["step"]] = rec["data"]
+        # a step may log more than one line (verl's validation before training, the fully-async
+        # trainer's timing at a start): merged, a later value winning, no key lost
+        steps.setdefault(rec["step"], {}).update(rec["data"])
     if not steps:
         raise TrainLogError(f"{path}: no step logged")
     return sorted(steps.items())

@@ -1,0 +1,116 @@
+"""What a relaunch will replay, moved aside before verl starts: nothing recorded twice, nothing lost.
+
+verl resumes at the step after the checkpoint it loads (`trainer.resume_mode=auto`: the step of
+`latest_checkpointed_iteration.txt`; none: step 0) and plays every later step again. What a killed
+attempt wrote for those steps would otherwise stay where the replay appends:
+
+- `records_dir/step_N.jsonl` (and `.errors.jsonl`, `val_step_N...`) of steps after the resumed one:
+  episodes of a rolled-back attempt, partial for the step it was killed in, followed by the
+  replay's own: the same step twice in one file (readers that dedupe keep the first, the
+  rolled-back one), and a line cut by the kill glued to the next append;
+- validation records of the resumed step itself when verl validates before training
+  (`trainer.val_before_train`): it plays them again;
+- lines of the file logger's metrics (VERL_FILE_LOGGER_PATH) for steps after the resumed one.
+
+`roll_back` moves them, before the launch starts verl, into `records_dir/rolled_back/STAMP/` (the
+files as they were) and `METRICS.rolled_back.jsonl` beside the metrics (the lines, appended), and
+cuts a torn last line off the record files it keeps, so the replay appends line-aligned. The
+launch prints what moved. Only a launch runs it: no writer is running then.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+RECORD = re.compile(r"^(val_)?step_(\d+)(\.errors)?\.jsonl$")
+
+
+@dataclass
+class RolledBack:
+    step: int  # the step the relaunch resumes from (0: from scratch)
+    records: list[str] = field(default_factory=list)  # file names moved aside
+    into: Path | None = None
+    metrics_steps: list[int] = field(default_factory=list)  # steps whose metrics lines moved aside ...
+    metrics_into: Path | None = None  # ... into this file
+    repaired: list[str] = field(default_factory=list)  # kept record files whose torn last line was cut
+
+    def lines(self) -> list[str]:
+        out = []
+        if self.records:
+            out.append(f"records of a rolled-back attempt moved to {self.into}: {', '.join(self.records)}")
+        if self.metrics_steps:
+            out.append(f"metrics lines of steps {', '.join(map(str, sorted(set(self.metrics_steps))))} moved to "
+                       f"{self.metrics_into}")
+        out += [f"{name}: a torn last line cut (its episode is not counted)" for name in self.repaired]
+        return out
+
+
+def resumed_step(cfg: Any, root: Path) -> int | None:
+    """The step verl will resume from: `resume_mode=auto` the tracker's (0 without one),
+    `disable` 0, `resume_path` the step its path names; None when that cannot be told."""
+    from trainer.verl.checkpoint import TRACKER, read_tracker
+    from trainer.verl.preflight import cfg_get
+
+    mode = str(cfg_get(cfg, "trainer.resume_mode", "auto") or "auto")
+    if mode == "disable":
+        return 0
+    if mode == "auto":
+        if not (root / TRACKER).is_file():
+            return 0
+        return read_tracker(root)[0]
+    found = re.search(r"global_step_(\d+)", str(cfg_get(cfg, "trainer.resume_from_path", "") or ""))
+    return int(found.group(1)) if found else None
+
+
+def roll_back(records_dir: Path | None, metrics: Path | None, step: int, *, val_before_train: bool = False,
+              stamp: str | None = None) -> RolledBack:
+    """Move aside what a run resumed at `step` replays (module docstring)."""
+    out = RolledBack(step)
+    stamp = stamp or time.strftime("%Y%m%dT%H%M%S")
+    if records_dir is not None and records_dir.is_dir():
+        for path in sorted(records_dir.iterdir()):
+            m = RECORD.match(path.name)
+            if not m or not path.is_file():
+                continue
+            n, validation = int(m.group(2)), bool(m.group(1))
+            if n > step or (validation and val_before_train and n == step):
+                out.into = records_dir / "rolled_back" / stamp
+                out.into.mkdir(parents=True, exist_ok=True)
+                os.replace(path, out.into / path.name)
+                out.records.append(path.name)
+            elif path.stat().st_size and not (data := path.read_bytes()).endswith(b"\n"):
+                with open(path, "r+b") as f:  # as `read_records(repair=True)` cuts it: the episode is re-run
+                    f.truncate(data.rfind(b"\n") + 1)
+                out.repaired.append(path.name)
+    if metrics is not None and metrics.is_file():
+        keep, moved = [], []
+        for line in metrics.read_text(encoding="utf-8").splitlines(keepends=True):
+            try:
+                n = json.loads(line).get("step")
+            except (ValueError, AttributeError):
+                n = None  # a torn line: the replay's own line follows it
+                if not line.endswith("\n"):
+                    moved.append(line + "\n")
+                    continue
+            if isinstance(n, int) and n > step:
+                moved.append(line if line.endswith("\n") else line + "\n")
+                out.metrics_steps.append(n)
+            else:
+                keep.append(line)
+        if moved:
+            out.metrics_into = metrics.with_name(metrics.stem + ".rolled_back.jsonl")
+            with open(metrics.with_name(metrics.stem + ".rolled_back.jsonl"), "a", encoding="utf-8") as f:
+                f.writelines(moved)
+            tmp = metrics.with_name(f".{metrics.name}.tmp")
+            tmp.write_text("".join(keep), encoding="utf-8")
+            os.replace(tmp, metrics)
+    return out
+
+
+__all__ = ["RolledBack", "resumed_step", "roll_back"]

@@ -353,12 +353,27 @@ def test_an_automatic_resume_is_checked_against_the_checkpoint_it_would_load(cap
     (ckpt / "global_step_2" / "actor" / "model_world_size_2_rank_1.pt").unlink()
     code, (line,) = lines()
     assert code == 0 and line.startswith("need") and "global_step_2/actor/model_world_size_2_rank_1.pt: missing (rank 1 of 2)" in line
+    assert f"trainer.resume_from_path={ckpt}/global_step_1 resumes from the newest complete step" in line
     assert lines(DRY_RUN="strict") == (1, [line.replace("need", "FAIL", 1)])
     (ckpt / "latest_checkpointed_iteration.txt").write_text("7")
     code, (line,) = lines()
     assert code == 0 and "global_step_7: missing (have: 1, 2)" in line
     (ckpt / "latest_checkpointed_iteration.txt").unlink()
     assert lines() == (0, [f"ok    {rule}: no {ckpt}/latest_checkpointed_iteration.txt: the run starts at step 0"])
+
+
+def test_a_partial_save_newer_than_the_tracker_is_said_and_its_steps_are_trained_again(capsys, launch, tmp_path):
+    """A save killed before verl wrote the tracker leaves a newer, incomplete global_step_N: verl
+    resumes from the tracker's step and trains the steps after it again, which the ok line says."""
+    import shutil
+
+    ckpt = shutil.copytree(ROOT / "tests" / "fixtures" / "checkpoints" / "tiny", tmp_path / "ckpt")
+    shutil.copytree(ckpt / "global_step_2", ckpt / "global_step_3")
+    (ckpt / "global_step_3" / "actor" / "optim_world_size_2_rank_1.pt").unlink()  # the kill, mid-save
+    assert launch(CKPT_DIR=str(ckpt), GPUS_PER_NODE="2", NODE_GPUS="2") == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "resume checkpoint verified" in x)
+    assert line.startswith("ok    ") and f"{ckpt}/global_step_2: complete, world size 2" in line
+    assert "global_step_3 is newer than the tracker's 2" in line and "(its steps after 2 are trained again)" in line
 
 
 # configs/reference_3x8.yaml: the published run's profile, as verl 0.9.0 names each value

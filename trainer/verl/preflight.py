@@ -235,11 +235,30 @@ def resume_checks(cfg: Any, ckpt: str, world: int) -> list[Check]:
                             f"(trainer.nnodes x trainer.n_gpus_per_node): verl would look for "
                             f"model_world_size_{world}_rank_R.pt")
     where = f"global_step_{step}" if step is not None else ck.TRACKER
+    warnings = ([w for s in report.steps for w in s.warnings] + report.warnings) if report is not None else []
     if not problems:
-        return [Check(rule, True, f"{root}/{where}: complete, world size {world}, as this run's")]
+        also = f"; {'; '.join(warnings)} (its steps after {step} are trained again)" if warnings else ""
+        return [Check(rule, True, f"{root}/{where}: complete, world size {world}, as this run's{also}")]
+    fallback = newest_complete(root, world, below=step)
+    fix = (f"trainer.resume_mode=resume_path trainer.resume_from_path={root}/global_step_{fallback} resumes from the "
+           f"newest complete step; " if fallback is not None else "")
     return [Check(rule, False, f"{root}/{where}: " + "; ".join(dict.fromkeys(problems))
-                  + f" (tbt checkpoint verify {root}; trainer.resume_mode=disable starts afresh)",
+                  + f" ({fix}tbt checkpoint verify {root}; trainer.resume_mode=disable starts afresh)",
                   brief=f"resume checkpoint {root}/{where} not resumable", site=True)]
+
+
+def newest_complete(root: Path, world: int, below: int | None = None) -> int | None:
+    """The newest step of `root` that verifies whole on `world` ranks (below `below`, when given)."""
+    for n in sorted(ck.list_steps(root), reverse=True):
+        if below is not None and n >= below:
+            continue
+        try:
+            s = ck.verify_step(root, n)
+        except OSError:
+            continue
+        if s.ok and s.world_size == world:
+            return n
+    return None
 
 
 def gpu_split(cfg: Any) -> str:
@@ -368,4 +387,4 @@ def node_gpus(env: Mapping[str, str]) -> int | None:
 
 __all__ = ["cfg_get", "cfg_int", "Check", "driver_at_least", "driver_check", "DRIVER_FOR_CUDA", "file_checks",
            "fully_async_checks", "gpu_split", "input_paths", "LaunchError", "node_driver", "node_gpus", "preflight",
-           "render", "resume_checks", "torch_cuda", "unset_names", "version_tuple"]
+           "render", "newest_complete", "resume_checks", "torch_cuda", "unset_names", "version_tuple"]

@@ -936,3 +936,64 @@ def test_0011_the_update_logs_rollout_actor_agreement_in_bypass_and_decoupled_mo
         for key, value in expected(actor_key).items():
             assert math.isclose(got[key], value, rel_tol=1e-5, abs_tol=1e-7), (old_key, key, got[key], value)
     assert expected("current") != expected("recomputed")
+
+
+def _fit_order(module, monkeypatch) -> list[tuple[str, int]]:
+    """`PPOTrainer.fit` over two steps (save_freq 1) with stand-ins for the trainer's parts: the
+    order in which each step is logged and saved."""
+    from types import SimpleNamespace
+
+    events: list[tuple[str, int]] = []
+
+    class Logger:
+        def __init__(self, **kwargs):
+            pass
+
+        def log(self, data, step):
+            events.append(("log", step))
+
+    monkeypatch.setattr(module, "Tracking", Logger)
+    monkeypatch.setattr(module, "ValidationGenerationsLogger", lambda **k: None)
+    monkeypatch.setattr(module, "DapoFilteredRewardTableLogger", lambda **k: SimpleNamespace(log=lambda *a: None))
+    monkeypatch.setattr(module, "SkipManager", SimpleNamespace(init=lambda c: None, set_step=lambda s: None))
+    monkeypatch.setattr(module, "tq", SimpleNamespace(kv_clear=lambda **k: None))
+    cfg = OmegaConf.create({"trainer": {"project_name": "p", "experiment_name": "e", "logger": [], "save_freq": 1,
+                                        "test_freq": -1, "total_epochs": 1, "val_before_train": False},
+                            "global_profiler": {"steps": None, "profile_continuous_steps": False}})
+    trainer = SimpleNamespace(config=cfg, global_steps=0, total_training_steps=2, steps_per_epoch=2)
+    noop = lambda *a, **k: None  # noqa: E731
+    for name in ("on_train_begin", "on_train_end", "on_step_begin", "on_step_end", "_reissue_inflight_prompts",
+                 "_shutdown_dump_executor", "_compute_metrics"):
+        setattr(trainer, name, noop)
+    trainer._consume_sync_metrics = lambda: {}
+    trainer.step = lambda metrics, timing: SimpleNamespace(keys=[], partition_id="train")
+    trainer._save_checkpoint = lambda: events.append(("save", trainer.global_steps))
+    trainer._start_profiling = lambda: module.PPOTrainer._start_profiling(trainer)
+    trainer._stop_profiling = lambda: module.PPOTrainer._stop_profiling(trainer)
+    module.PPOTrainer.fit(trainer, agent_loop_manager=None)
+    return events
+
+
+def test_0012_a_step_is_saved_after_its_metrics_and_the_tracker_is_never_empty(tmp_path, monkeypatch):
+    patch = PATCHES / "0012-save-after-log-atomic-tracker.patch"
+    rel = "verl/trainer/ppo/v1/trainer_base.py"
+    stock = stock_module(tmp_path, patch, rel, "verl.trainer.ppo.v1._tb_stock_trainer_base")
+    patched = patched_module(tmp_path, patch, rel, "verl.trainer.ppo.v1._tb_patched_trainer_base")
+    # stock: a kill between a step's save and its log resumes after that step, which is never logged
+    assert _fit_order(stock, monkeypatch) == [("save", 1), ("log", 1), ("save", 2), ("log", 2)]
+    assert _fit_order(patched, monkeypatch) == [("log", 1), ("save", 1), ("log", 2), ("save", 2)]
+
+    tracker = tmp_path / "latest_checkpointed_iteration.txt"
+    patched.write_tracker(str(tracker), 4)
+    assert tracker.read_text() == "4"
+
+    def killed(src, dst):  # the process dies after the new step is written, before it takes the tracker's place
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(patched.os, "replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        patched.write_tracker(str(tracker), 5)
+    assert tracker.read_text() == "4"  # stock truncates it first: a kill there leaves it empty
+    monkeypatch.undo()
+    patched.write_tracker(str(tracker), 5)
+    assert tracker.read_text() == "5" and not (tmp_path / "latest_checkpointed_iteration.txt.tmp").exists()

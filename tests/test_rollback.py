@@ -68,3 +68,14 @@ def test_the_step_resumed_from_is_the_one_verl_will_load(tmp_path):
     assert resumed_step(cfg(resume_mode="resume_path", resume_from_path="/ck/elsewhere"), tmp_path) is None
     (tmp_path / "latest_checkpointed_iteration.txt").write_text("")
     assert resumed_step(cfg(resume_mode="auto"), tmp_path) is None
+
+
+def test_two_relaunches_in_one_second_never_share_a_directory(tmp_path):
+    records = tmp_path / "records"
+    records.mkdir()
+    (records / "step_2.jsonl").write_text(record_line("first"))
+    a = roll_back(records, None, 1, stamp="T")
+    (records / "step_2.jsonl").write_text(record_line("second"))
+    b = roll_back(records, None, 1, stamp="T")
+    assert a.into != b.into and (a.into / "step_2.jsonl").read_text() == record_line("first")
+    assert (b.into / "step_2.jsonl").read_text() == record_line("second")

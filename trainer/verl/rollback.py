@@ -80,8 +80,13 @@ def roll_back(records_dir: Path | None, metrics: Path | None, step: int, *, val_
                 continue
             n, validation = int(m.group(2)), bool(m.group(1))
             if n > step or (validation and val_before_train and n == step):
-                out.into = records_dir / "rolled_back" / stamp
-                out.into.mkdir(parents=True, exist_ok=True)
+                if out.into is None:  # a directory of its own for this relaunch, never one a previous filled
+                    out.into = records_dir / "rolled_back" / stamp
+                    k = 1
+                    while out.into.exists():
+                        k += 1
+                        out.into = records_dir / "rolled_back" / f"{stamp}-{k}"
+                    out.into.mkdir(parents=True)
                 os.replace(path, out.into / path.name)
                 out.records.append(path.name)
             elif path.stat().st_size and not (data := path.read_bytes()).endswith(b"\n"):

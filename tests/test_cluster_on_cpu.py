@@ -20,7 +20,7 @@ store and workers, as on three machines; what they share is the filesystem (SMOK
 
 Nodes are stopped by session, never `ray stop` (which ends every Ray on the machine).
 
-    TBT_CPU_SMOKE=1 uv run pytest -m engine tests/test_cluster_on_cpu.py     (~8 min on 2 cores)
+    TBT_CPU_SMOKE=1 uv run pytest -m engine tests/test_cluster_on_cpu.py     (~6 min on 2 cores)
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def placed(log: str, actor: str) -> set[str]:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> dict:
     if os.environ.get("TBT_CPU_SMOKE") != "1":
-        pytest.skip("the three-node cluster runs only with TBT_CPU_SMOKE=1 (~8 min on 2 cores)")
+        pytest.skip("the three-node cluster runs only with TBT_CPU_SMOKE=1 (~6 min on 2 cores)")
     if not RAY.exists() or not shutil.which("uv"):
         pytest.skip("needs .venv/bin/ray and uv")
     work = tmp_path_factory.mktemp("cluster")

@@ -18,7 +18,7 @@ difficulty's log), the same episodes in each step's records, once each, and each
 once, with the same scores; every checkpoint complete. What the killed attempts wrote is not
 lost: it is in records/rolled_back/ and metrics.rolled_back.jsonl.
 
-    TBT_CPU_SMOKE=1 uv run pytest -m engine tests/test_resume_on_cpu.py     (~12 min on 2 cores)
+    TBT_CPU_SMOKE=1 uv run pytest -m engine tests/test_resume_on_cpu.py     (~8.5 min on 2 cores)
 """
 
 from __future__ import annotations
@@ -132,7 +132,7 @@ def episodes(ckpt: Path, step: int) -> list[tuple]:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict:
     if os.environ.get("TBT_CPU_SMOKE") != "1":
-        pytest.skip("the killed and resumed training runs only with TBT_CPU_SMOKE=1 (~12 min on 2 cores)")
+        pytest.skip("the killed and resumed training runs only with TBT_CPU_SMOKE=1 (~8.5 min on 2 cores)")
     root = tmp_path_factory.mktemp("resume")
     smoke, straight, killed = root / "smoke", root / "straight", root / "killed"
     straight.mkdir()

@@ -106,7 +106,10 @@ def hooks_problems(report: NodeReport) -> None:
     """verl's plugin loader put trainer/verl/hooks.py in force when verl was imported here."""
     import importlib
 
-    already = HOOKS_MODULE in sys.modules  # this process imported it itself: it says nothing of verl's loader
+    # a node's check runs in a fresh Ray worker (or start_ray.sh's python) that never imports the hooks
+    # itself, so after `import verl` the module is there only if verl's plugin loader put it there;
+    # a process that had imported it already (a test) is taken as it is
+    already = HOOKS_MODULE in sys.modules
     try:
         importlib.import_module("verl")
         module = importlib.import_module(AGENT_LOOP)

@@ -182,6 +182,17 @@ def read_records(path: str | Path, *, repair: bool = False) -> list[EpisodeRecor
     return [r for _, r in _iter_records(Path(path), repair)]
 
 
+def cut_torn_tail(path: Path, data: bytes | None = None) -> bool:
+    """Cut a last line without its newline (a write cut by a crash) off a JSONL file, so appending
+    stays line-aligned; True when there was one. `data`: the file's bytes, when already read."""
+    data = path.read_bytes() if data is None else data
+    if not data or data.endswith(b"\n"):
+        return False
+    with open(path, "r+b") as f:
+        f.truncate(data.rfind(b"\n") + 1)
+    return True
+
+
 def _iter_records(path: Path, repair: bool) -> Iterator[tuple[int, EpisodeRecord]]:
     if not path.exists():
         return
@@ -190,8 +201,7 @@ def _iter_records(path: Path, repair: bool) -> Iterator[tuple[int, EpisodeRecord
     if data and not data.endswith(b"\n"):  # torn tail: the episode it held is re-run
         end = data.rfind(b"\n") + 1
         if repair:
-            with open(path, "r+b") as f:
-                f.truncate(end)
+            cut_torn_tail(path, data)
     for lineno, line in enumerate(data[:end].splitlines(), 1):
         if not line.strip():
             continue
@@ -247,5 +257,5 @@ class RecordWriter:
         self.close()
 
 
-__all__ = ["END_REASONS", "RECORD_VERSION", "EpisodeRecord", "RecordFileError", "RecordWriter", "encode_line",
+__all__ = ["END_REASONS", "RECORD_VERSION", "EpisodeRecord", "RecordFileError", "RecordWriter", "cut_torn_tail", "encode_line",
            "read_records", "tb_result_passed", "timing_breakdown"]

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainer.rollout.record import cut_torn_tail
+
 RECORD = re.compile(r"^(val_)?step_(\d+)(\.errors)?\.jsonl$")
 
 
@@ -89,9 +91,7 @@ def roll_back(records_dir: Path | None, metrics: Path | None, step: int, *, val_
                     out.into.mkdir(parents=True)
                 os.replace(path, out.into / path.name)
                 out.records.append(path.name)
-            elif path.stat().st_size and not (data := path.read_bytes()).endswith(b"\n"):
-                with open(path, "r+b") as f:  # as `read_records(repair=True)` cuts it: the episode is re-run
-                    f.truncate(data.rfind(b"\n") + 1)
+            elif cut_torn_tail(path):  # as `read_records(repair=True)` cuts it: the episode is re-run
                 out.repaired.append(path.name)
     if metrics is not None and metrics.is_file():
         keep, moved = [], []

@@ -107,7 +107,8 @@ import yaml
 
 from trainer.core.redact import redact as core_redact
 from trainer.rollout.sampling import SAMPLING_FILE, SamplingError, load_sampling
-from trainer.verl.preflight import Check, LaunchError, cfg_get, file_checks, gpu_split, preflight, render, unset_names
+from trainer.verl.preflight import (Check, LaunchError, cfg_get, file_checks, gpu_split, openai_endpoints, preflight,
+                                    render, unset_names)
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG = ROOT / "configs" / "train_single_node.yaml"
@@ -534,14 +535,11 @@ def dead_endpoints(cfg: Any, timeout: float = 5.0) -> list[str]:
     import httpx
 
     out = []
-    for role in ("user", "judge"):
-        spec = str(cfg_get(cfg, f"thinkingbox.{role}", "") or "")
-        if spec.startswith("openai:"):
-            url = spec[len("openai:"):].split("#")[0].rstrip("/")
-            try:
-                httpx.get(url + "/models", timeout=timeout)
-            except httpx.HTTPError as e:
-                out.append(f"{role} {url}: {type(e).__name__}")
+    for role, url, _ in openai_endpoints(cfg):
+        try:
+            httpx.get(url + "/models", timeout=timeout)
+        except httpx.HTTPError as e:
+            out.append(f"{role} {url}: {type(e).__name__}")
     return out
 
 

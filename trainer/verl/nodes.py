@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import socket
 import sys
 import uuid
@@ -39,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from trainer.verl.preflight import Check, cfg_get, cfg_int, input_paths
+from trainer.verl.preflight import Check, cfg_get, cfg_int, input_paths, openai_endpoints
 
 ROOT = Path(__file__).resolve().parents[2]
 HOOKS_MODULE = "trainer.verl.hooks"
@@ -217,19 +216,9 @@ def spec_of(cfg: Any, marker: str | None = None, token: str = "") -> NodeSpec:
     for key, p in list(paths):
         if key in ("data.train_files", "data.val_files") and p.endswith(".parquet") and _local(p).is_file():
             paths += [(f"dataset named by {p}", d) for d in parquet_datasets(_local(p))]
-    endpoints, keys = [], []
-    for role in ("user", "judge"):
-        spec = str(cfg_get(cfg, f"thinkingbox.{role}", "") or "")
-        if spec.startswith("openai:"):
-            endpoints.append((role, spec[len("openai:"):].split("#")[0].rstrip("/")))
-            keys.append((role, key_variable(spec, role)))
-    return NodeSpec(paths=tuple(dict.fromkeys(paths)), marker=marker, token=token, endpoints=tuple(endpoints), keys=tuple(keys))
-
-
-def key_variable(spec: str, role: str) -> str:
-    """The variable an openai: spec's key is read from (`key_env=`, else TBT_{ROLE}_API_KEY)."""
-    found = re.search(r"key_env=([A-Za-z_][A-Za-z0-9_]*)", spec)
-    return found.group(1) if found else f"TBT_{role.upper()}_API_KEY"
+    found = openai_endpoints(cfg)
+    return NodeSpec(paths=tuple(dict.fromkeys(paths)), marker=marker, token=token,
+                    endpoints=tuple((role, url) for role, url, _ in found), keys=tuple((role, var) for role, _, var in found))
 
 
 def parquet_datasets(path: Path) -> list[str]:
@@ -333,4 +322,4 @@ def describe(spec: NodeSpec) -> list[str]:
 
 
 __all__ = ["ANSWER_S", "checks", "cluster_checks", "cluster_reports", "compare", "describe", "endpoint_problems",
-           "key_variable", "node_report", "NodeReport", "NodeSpec", "on_cluster", "parquet_datasets", "run_env_vars", "spec_of"]
+           "node_report", "NodeReport", "NodeSpec", "on_cluster", "parquet_datasets", "run_env_vars", "spec_of"]

@@ -200,12 +200,27 @@ def preflight(cfg: Any, env: Mapping[str, str], *, missing: Mapping[str, Sequenc
                                 f"thinkingbox.{role}={spec} {what}" + (" (this is a smoke config: smoke: true)" if smoke else
                                 f": only a smoke config (top-level smoke: true) may train with it; set {fix}"), site=True))
         if spec.startswith("openai:"):
-            key_env = re.search(r"key_env=([A-Za-z_][A-Za-z0-9_]*)", spec)
-            var = key_env.group(1) if key_env else f"TBT_{role.upper()}_API_KEY"
+            var = key_variable(spec, role)
             checks.append(Check(f"{role} endpoint variables", "#" in spec and bool(env.get(var)),
                                 f"thinkingbox.{role} is an openai: spec; {var} {'is set' if env.get(var) else 'is NOT set'}",
                                 site=True))
     return checks
+
+
+def key_variable(spec: str, role: str) -> str:
+    """The variable an openai: spec's key is read from (`key_env=`, else TBT_{ROLE}_API_KEY)."""
+    found = re.search(r"key_env=([A-Za-z_][A-Za-z0-9_]*)", spec)
+    return found.group(1) if found else f"TBT_{role.upper()}_API_KEY"
+
+
+def openai_endpoints(cfg: Any) -> list[tuple[str, str, str]]:
+    """(role, base URL, key variable) of the user / judge specs that are openai: endpoints."""
+    out = []
+    for role in ("user", "judge"):
+        spec = str(cfg_get(cfg, f"thinkingbox.{role}", "") or "")
+        if spec.startswith("openai:"):
+            out.append((role, spec[len("openai:"):].split("#")[0].rstrip("/"), key_variable(spec, role)))
+    return out
 
 
 def resume_checks(cfg: Any, ckpt: str, world: int) -> list[Check]:
@@ -386,5 +401,5 @@ def node_gpus(env: Mapping[str, str]) -> int | None:
 
 
 __all__ = ["cfg_get", "cfg_int", "Check", "driver_at_least", "driver_check", "DRIVER_FOR_CUDA", "file_checks",
-           "fully_async_checks", "gpu_split", "input_paths", "LaunchError", "node_driver", "node_gpus", "preflight",
+           "fully_async_checks", "gpu_split", "input_paths", "key_variable", "LaunchError", "node_driver", "node_gpus", "openai_endpoints", "preflight",
            "render", "newest_complete", "resume_checks", "torch_cuda", "unset_names", "version_tuple"]

@@ -79,3 +79,41 @@ def test_two_relaunches_in_one_second_never_share_a_directory(tmp_path):
     b = roll_back(records, None, 1, stamp="T")
     assert a.into != b.into and (a.into / "step_2.jsonl").read_text() == record_line("first")
     assert (b.into / "step_2.jsonl").read_text() == record_line("second")
+
+
+def test_fully_async_records_of_the_prompts_in_flight_at_the_checkpoint_move_aside(tmp_path):
+    """A fully-async checkpoint at step 1 had samples 3 and 4 in flight (verl patch 0013's ledger):
+    their episodes, recorded under step 1 (started on weight version 0), are played again by the
+    relaunch, so they move aside; sample 1's (trained at step 1) and the validation stay."""
+    import numpy as np
+    import torch
+
+    from trainer.verl.rollback import INFLIGHT, inflight_groups
+
+    def rec(uid: str, group: str) -> str:
+        return json.dumps({"uid": uid, "run": {"seed": 1, "group": group}}) + "\n"
+
+    ckpt = tmp_path / "checkpoints"
+    (ckpt / "global_step_1").mkdir(parents=True)
+    batch = {"input_ids": torch.tensor([[1, 2]]), "extra_info": np.array([{"uid": "t"}], dtype=object)}
+    torch.save({"format": "thinkingbox-rollouter-inflight/1", "next_sample": 5, "epoch": 0, "feed_done": False,
+                "inflight": [("sample_0_3", 0, batch), ("sample_0_4", 0, batch)]}, ckpt / "global_step_1" / INFLIGHT)
+    assert inflight_groups(ckpt, 1) == {"uid_sample_0_3", "uid_sample_0_4"}
+    assert inflight_groups(ckpt, 0) == set() and inflight_groups(ckpt, 2) == set()  # none saved there
+
+    records = ckpt / "records"
+    records.mkdir()
+    step1 = rec("a", "uid_sample_0_1") + rec("b", "uid_sample_0_3") + rec("c", "uid_sample_0_1") + rec("d", "uid_sample_0_4")
+    (records / "step_1.jsonl").write_text(step1)
+    (records / "step_2.jsonl").write_text(rec("e", "uid_sample_0_5"))
+    (records / "val_step_1.jsonl").write_text(rec("v", "uid_sample_0_3"))  # validation groups are verl's own
+
+    done = roll_back(records, None, 1, stamp="T", replayed_groups=inflight_groups(ckpt, 1))
+    moved = records / "rolled_back" / "T"
+    assert (records / "step_1.jsonl").read_text() == rec("a", "uid_sample_0_1") + rec("c", "uid_sample_0_1")
+    assert (moved / "step_1.jsonl").read_text() == rec("b", "uid_sample_0_3") + rec("d", "uid_sample_0_4")
+    assert done.records == ["step_2.jsonl"] and done.replayed == {"step_1.jsonl": 2}
+    assert (records / "val_step_1.jsonl").exists()
+    assert any("in flight at the checkpoint" in line and "2 of step_1.jsonl" in line for line in done.lines())
+    again = roll_back(records, None, 1, stamp="T2", replayed_groups=inflight_groups(ckpt, 1))
+    assert again.replayed == {} and again.records == []  # a second relaunch: nothing new to move

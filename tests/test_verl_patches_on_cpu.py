@@ -997,3 +997,203 @@ def test_0012_a_step_is_saved_after_its_metrics_and_the_tracker_is_never_empty(t
     monkeypatch.undo()
     patched.write_tracker(str(tracker), 5)
     assert tracker.read_text() == "5" and not (tmp_path / "latest_checkpointed_iteration.txt.tmp").exists()
+
+
+class _Rows:
+    """A map-style dataset of `n` rows: row i is prompt i (what verl's collate_fn stacks)."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        import torch
+
+        return {"input_ids": torch.tensor([i]), "row": int(i)}
+
+
+def _feeding_rollouter(module, ckpt: Path, total: int, rows: int = 12):
+    """A FullyAsyncRollouter past its __init__ (Ray, replicas and servers left out) with a real
+    StatefulDataLoader over `_Rows` and verl's own shuffled sampler: what `_feed_samples`,
+    `save_checkpoint` and `load_checkpoint` read. The patched module's ledger starts as __init__ sets it."""
+    import asyncio
+
+    from torchdata.stateful_dataloader import StatefulDataLoader
+    from verl.trainer.ppo.utils import create_rl_sampler
+    from verl.utils.dataset.rl_dataset import collate_fn
+
+    r = object.__new__(module.FullyAsyncRollouter.__ray_actor_class__)
+    r.config = OmegaConf.create({
+        "trainer": {"save_freq": 1, "total_epochs": 1, "resume_mode": "auto", "default_local_dir": str(ckpt),
+                    "default_hdfs_dir": None},
+        "async_training": {"trigger_parameter_sync_step": 1},
+        "actor_rollout_ref": {"rollout": {"n": 2, "multi_turn": {"enable": True}}}})
+    ds = _Rows(rows)
+    sampler = create_rl_sampler(OmegaConf.create({"shuffle": True, "seed": 7}), ds)
+    r.train_dataloader = StatefulDataLoader(ds, batch_size=1, sampler=sampler, collate_fn=collate_fn, num_workers=0)
+    r.total_rollout_steps, r.required_samples, r.global_steps = total, 2, 1
+    r.dataloader_lock, r.pending_queue = asyncio.Lock(), asyncio.Queue(maxsize=2)
+    if hasattr(module, "INFLIGHT_FILE"):
+        r.inflight, r._restored_inflight, r._epoch, r._feed_done = {}, [], 0, False
+    return r
+
+
+def _drain(r) -> list[tuple[str, int]]:
+    """Everything the feed puts (until its end signal), as (sample id, prompt row)."""
+    import asyncio
+
+    async def go():
+        r.pending_queue = asyncio.Queue()
+        await r._feed_samples()
+        out = []
+        while (s := r.pending_queue.get_nowait()) is not None:
+            out.append((s.sample_id, int(s.full_batch.non_tensor_batch["row"][0])))
+        return out
+
+    return asyncio.run(go())
+
+
+def _killed_after_a_save(module, ckpt: Path, total: int) -> list[tuple[str, int]]:
+    """Feed into a queue of 2 until it blocks, take 2 samples (trained), save step 1 handing their
+    ids, and end there (the kill): returns what was taken."""
+    import asyncio
+
+    async def go():
+        r = _feeding_rollouter(module, ckpt, total)
+        feed = asyncio.ensure_future(r._feed_samples())
+        for _ in range(20):
+            await asyncio.sleep(0)
+        taken = [r.pending_queue.get_nowait(), r.pending_queue.get_nowait()]  # the processor takes two ...
+        for _ in range(20):
+            await asyncio.sleep(0)  # ... the feed refills the queue and blocks on the next
+        trained = [s.sample_id for s in taken]
+        kwargs = {"trained_sample_ids": trained} if hasattr(module, "INFLIGHT_FILE") else {}
+        await r.save_checkpoint(str(ckpt / "global_step_1"), **kwargs)
+        (ckpt / "latest_checkpointed_iteration.txt").write_text("1")
+        feed.cancel()
+        return [(s.sample_id, int(s.full_batch.non_tensor_batch["row"][0])) for s in taken]
+
+    return asyncio.run(go())
+
+
+def test_0013_a_resumed_fully_async_rollouter_feeds_the_prompts_in_flight_first(tmp_path):
+    patch = PATCHES / "0013-fully-async-inflight-prompts.patch"
+    total = 6
+    stock = stock_module(tmp_path, patch, ROLLOUTER, "_tb_stock_rollouter_0013")
+    mod = patched_module(tmp_path / "patched", patch, ROLLOUTER, "_tb_patched_rollouter_0013")
+    straight = _drain(_feeding_rollouter(mod, tmp_path / "straight", total))
+    assert [sid for sid, _ in straight] == [f"sample_0_{i}" for i in range(1, total + 1)]
+    assert _drain(_feeding_rollouter(stock, tmp_path / "stock-straight", total)) == straight
+
+    # stock: the prompts drawn before the save and not trained are lost, and their ids go to others
+    trained = _killed_after_a_save(stock, tmp_path / "stock", total)
+    assert trained == straight[:2]
+    r = _feeding_rollouter(stock, tmp_path / "stock", total)
+    r.load_checkpoint()
+    resumed = _drain(r)
+    assert {row for _, row in resumed} & {row for _, row in straight[2:5]} == set()  # prompts 3-5: never trained
+    assert [sid for sid, _ in resumed][:3] == ["sample_0_3", "sample_0_4", "sample_0_5"]  # the lost ids, reused
+
+    # patched: the save keeps them (3 and 4 queued, 5 drawn while the feed waited on the full queue)
+    ckpt = tmp_path / "patched-run"
+    assert _killed_after_a_save(mod, ckpt, total) == straight[:2]
+    import torch
+
+    ledger = torch.load(ckpt / "global_step_1" / mod.INFLIGHT_FILE, weights_only=False)
+    assert [sid for sid, _, _ in ledger["inflight"]] == ["sample_0_3", "sample_0_4", "sample_0_5"]
+    assert ledger["next_sample"] == 6 and not ledger["feed_done"]
+    r = _feeding_rollouter(mod, ckpt, total)
+    r.load_checkpoint()
+    assert trained + _drain(r) == straight  # every prompt once, under its own id, in the order drawn
+    # a resumed run whose last prompt was drawn before the save draws nothing more
+    r = _feeding_rollouter(mod, ckpt, total)
+    r.load_checkpoint()
+    r._feed_done = True
+    assert _drain(r) == straight[2:5]
+    # a save whose trainer names no trained ids writes no ledger (it could not tell them apart)
+    import asyncio
+
+    r = _feeding_rollouter(mod, tmp_path / "no-ids", total)
+    asyncio.run(r.save_checkpoint(str(tmp_path / "no-ids" / "global_step_1")))
+    assert (tmp_path / "no-ids" / "global_step_1" / "data.pt").exists()
+    assert not (tmp_path / "no-ids" / "global_step_1" / mod.INFLIGHT_FILE).exists()
+
+
+def _async_trainer(module, ckpt: Path, seen: list):
+    """A FullyAsyncTrainer past its __init__ with stand-ins for its workers and the rollouter,
+    whose `fit_step` plays one batch of two groups through every stage (each a pass-through); what
+    the step's end does, in order, goes to `seen` (the rollouter's save with its arguments)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+    from verl.protocol import DataProto
+
+    ckpt.mkdir(parents=True, exist_ok=True)  # (the actor's save makes it)
+    t = object.__new__(module.FullyAsyncTrainer.__ray_actor_class__)
+    t.config = OmegaConf.create({"trainer": {"default_local_dir": str(ckpt), "default_hdfs_dir": None},
+                                 "global_profiler": {"steps": None}})
+    t.current_param_version, t.global_steps, t.epoch, t.use_critic = 1, 1, 0, False
+    t.dynamic_schedule_enabled, t.dynamic_resource_controller = False, None
+    if hasattr(module.FullyAsyncTrainer.__ray_actor_class__, "_save_checkpoint"):
+        t.trained_sample_ids = set()
+    batch = DataProto.from_single_dict({"uid": np.array(["uid_sample_0_3"] * 2 + ["uid_sample_0_5"] * 2, dtype=object)})
+
+    async def generate(_):
+        return batch
+
+    t._fit_generate = generate
+    for name in ("_fit_compute_reward", "_fit_compute_log_prob", "_fit_compute_ref_log_prob", "_fit_compute_critic",
+                 "_fit_compute_advantage", "_fit_update_critic", "_fit_update_actor"):
+        setattr(t, name, lambda b: b)
+    for name in ("_fit_update_local_step", "_fit_dump_data", "_record_train_resource_utilization",
+                 "_fit_start_profile", "_fit_stop_profile"):
+        setattr(t, name, lambda *a, **k: None)
+    t._fit_collect_metrics = lambda b: seen.append("collect")
+    t._fit_postprocess_step = lambda: seen.append("aggregate")  # adds the step's metrics to the aggregate
+    t._fit_log_aggregated_training_metrics = lambda timing: seen.append("log")
+
+    async def synced(*a, **k):  # a weight sync happened this step: the aggregate is logged
+        return {}
+
+    async def nothing(*a, **k):
+        return None
+
+    t._fit_update_weights, t._fit_validate = synced, nothing
+    t._fit_save_checkpoint = lambda: (seen.append("save"), t._save_checkpoint())
+    t.actor_rollout_wg = SimpleNamespace(save_checkpoint=lambda *a, **k: None)
+    t.rollouter = SimpleNamespace(save_checkpoint=SimpleNamespace(
+        remote=lambda folder, **kw: seen.append((Path(folder).name, kw))))
+    return t
+
+
+def test_0014_the_fully_async_trainer_hands_its_trained_ids_to_the_rollouters_save(tmp_path, monkeypatch):
+    import asyncio
+
+    patch = PATCHES / "0014-fully-async-trainer-resume.patch"
+    rel = "verl/experimental/fully_async_policy/fully_async_trainer.py"
+    for module, name in ((stock_module(tmp_path, patch, rel, "_tb_stock_async_trainer"), "stock"),
+                         (patched_module(tmp_path / "p", patch, rel, "_tb_patched_async_trainer"), "patched")):
+        monkeypatch.setattr(module.ray, "get", lambda x: x)
+        seen: list = []
+        t = _async_trainer(module, tmp_path / name, seen)
+        asyncio.run(t.fit_step())
+        tracker = tmp_path / name / "latest_checkpointed_iteration.txt"
+        assert tracker.read_text() == "1" and not tracker.with_name(tracker.name + ".tmp").exists()
+        if name == "stock":  # saved before the update's metrics reach the aggregate, the rollouter never told
+            assert seen == ["save", ("global_step_1", {}), "collect", "log", "aggregate"]
+            continue
+        # the update's metrics in the aggregate, logged, then saved, with the ids trained
+        assert seen == ["collect", "aggregate", "log", "save",
+                        ("global_step_1", {"trained_sample_ids": ["sample_0_3", "sample_0_5"]})]
+        assert t.trained_sample_ids == set()  # handed over: the next save names only its own
+
+        def killed(src, dst):  # the process dies after the new step is written, before the rename
+            raise KeyboardInterrupt
+
+        t.current_param_version = 2
+        monkeypatch.setattr(module.os, "replace", killed)
+        with pytest.raises(KeyboardInterrupt):
+            t._save_checkpoint()
+        assert tracker.read_text() == "1"  # stock truncates it first: a kill there leaves it empty

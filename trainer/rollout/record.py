@@ -19,7 +19,8 @@ Version 1 fields (`EpisodeRecord`; every field is written, absent values are nul
                   identities: {"kind", "model"?, "url"?, ...}, never a key or a header
     run           the run identity (trainer/rollout/identity.py): {policy, user, judge (the specs,
                   secrets removed), seed (the run seed), dataset {name, test_list, tasks,
-                  fingerprint}}; {} in records written before it existed (no identity)
+                  fingerprint}, and in training the verl group it came in, `group`}; {} in records
+                  written before it existed (no identity)
     messages      the episode as OpenAI-style chat dicts: system, user (the query first), assistant
                   (`content`, `reasoning_content`, `tool_calls` with typed `arguments` and an `id`;
                   a call tb_interpret rejected carries `"problem"`), tool (`tool_call_id`, `name`,

@@ -234,6 +234,8 @@ class ThinkingBoxAgentLoop(AgentLoopBase):
             steps[attempt] = episode_step(row_step, versions[attempt], env.served_version)
             rec.run = dict(run_block(seed=pinned if pinned is not None else step_seed(self.tb.seed, steps[attempt]),
                                      **run_fields))
+            if row.get("uid") is not None:  # verl's group (the fully-async rollouter's sample): a resume's rollback reads it
+                rec.run["group"] = str(row["uid"])
             return writable(rec, task) if self.tb.records and self.tb.records_dir else rec
 
         def failed(rec: EpisodeRecord) -> None:

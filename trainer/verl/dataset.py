@@ -26,6 +26,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import os
+import time
 from typing import Any
 
 import torch.utils.data
@@ -36,6 +38,7 @@ from trainer.rollout.episode import opening_prompt
 from trainer.verl.env import TBConfig, worker_env
 
 log = logging.getLogger(__name__)
+SAVE_PAUSE = "TBT_TEST_PAUSE_IN_SAVE"  # seconds a checkpoint save pauses after the shards (a test failpoint)
 
 
 def run_sync(coro: Any) -> Any:
@@ -74,6 +77,13 @@ class ThinkingBoxDataset(RLHFDataset):
         return row
 
     def state_dict(self) -> dict[str, Any]:
+        # a test failpoint (tests/test_resume_on_cpu.py): verl asks for this in the middle of a save
+        # (the synchronous trainer and the fully-async rollouter alike), after every rank's shards and
+        # before data.pt and the tracker, so a kill lands mid-save for sure
+        pause = float(os.environ.get(SAVE_PAUSE, "") or 0)
+        if pause > 0:
+            log.warning("%s=%s: pausing the save %.0f s", SAVE_PAUSE, pause, pause)
+            time.sleep(pause)
         return {"dispatched": self.dispatched}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:

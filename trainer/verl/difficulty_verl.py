@@ -49,7 +49,6 @@ import json
 import logging
 import os
 import random
-import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,7 +67,6 @@ SAMPLER_NAME = "OnlineDifficultyReplayBuffer"
 DATASET_NAME = "OnlineDifficultyDataset"
 BLOCK = "data.online_difficulty"
 PICKER_FORMAT = "thinkingbox-difficulty-picker/1"
-SAVE_PAUSE = "TBT_TEST_PAUSE_IN_SAVE"  # seconds a checkpoint save pauses after the shards (a test failpoint)
 
 
 def verl_root(node: Any, depth: int) -> Any:
@@ -329,12 +327,6 @@ class Picker:
 
     def state_dict(self) -> dict[str, Any]:
         self.sync()
-        # a test failpoint (tests/test_resume_on_cpu.py): verl calls this in the middle of a save, after
-        # every rank's shards and before data.pt and the tracker, so a kill lands mid-save for sure
-        pause = float(os.environ.get(SAVE_PAUSE, "") or 0)
-        if pause > 0:
-            log.warning("online difficulty: %s=%s: pausing the save %.0f s", SAVE_PAUSE, pause, pause)
-            time.sleep(pause)
         self.state.save(self.settings.dir / f"global_step_{self.state.step}.json")
         return {"format": PICKER_FORMAT, "state": self.state.to_json(), "log_offset": self.offset,
                 "rng": self.rng.getstate()}

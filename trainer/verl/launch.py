@@ -85,8 +85,10 @@
    prints what would be checked.
 8. Before verl starts, what it will replay is moved aside (trainer/verl/rollback.py): the records
    and metrics lines a killed attempt wrote for the steps after the one it resumes from go to
-   `records/rolled_back/STAMP/` and `METRICS.rolled_back.jsonl`, and a torn last record line is
-   cut, so a resumed run's files hold each step once. Printed as `# resume from step K: ...`.
+   `records/rolled_back/STAMP/` and `METRICS.rolled_back.jsonl` (fully-async: also the episodes
+   of the prompts the checkpoint had in flight, which the rollouter plays again), and a torn last
+   record line is cut, so a resumed run's files hold each step once. Printed as
+   `# resume from step K: ...`.
 
 Secrets: values of variables whose names hold KEY, TOKEN, SECRET or PASSWORD, and the user
 info and query of every URL, never appear in the output.
@@ -483,7 +485,7 @@ def rehearsal(cfg: Any, mode: str, env: Mapping[str, str]) -> list[Check]:
 
 def roll_back_replayed(cfg: Any, env: Mapping[str, str]) -> None:
     """Point 8: what the relaunch replays, moved aside (trainer/verl/rollback.py), printed."""
-    from trainer.verl.rollback import resumed_step, roll_back
+    from trainer.verl.rollback import inflight_groups, resumed_step, roll_back
 
     ckpt = str(cfg_get(cfg, "trainer.default_local_dir", "") or "")
     if not ckpt:
@@ -496,7 +498,8 @@ def roll_back_replayed(cfg: Any, env: Mapping[str, str]) -> None:
     if cfg_get(cfg, "thinkingbox.records", True) is not False:
         records = Path(str(cfg_get(cfg, "thinkingbox.records_dir", None) or Path(ckpt) / "records"))
     metrics = Path(env["VERL_FILE_LOGGER_PATH"]) if env.get("VERL_FILE_LOGGER_PATH") else None
-    done = roll_back(records, metrics, step, val_before_train=bool(cfg_get(cfg, "trainer.val_before_train", True)))
+    done = roll_back(records, metrics, step, val_before_train=bool(cfg_get(cfg, "trainer.val_before_train", True)),
+                     replayed_groups=inflight_groups(Path(ckpt), step))
     for line in done.lines():
         print(f"# resume from step {step}: {line}", flush=True)
 

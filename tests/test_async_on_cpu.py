@@ -99,7 +99,18 @@ def test_trained_samples_carry_their_weight_versions_and_the_staleness_bound_hol
 
 def test_the_rollouts_are_corrected_against_the_trainers_log_probs(run):
     """Decoupled PPO: the trainer recomputes the old log-probs (only at the response positions:
-    patches 0005/0006) and weighs each token by rollout-vs-old, truncated at 2 (token-level IS)."""
+    patches 0005/0006) and weighs each token by rollout-vs-old, truncated at 2 (token-level IS).
+    An update whose samples were all generated on the trainer's own weights sees rollout and old
+    log-probs agree; one with samples generated a version back (staleness 1: update 2's, logged
+    since patch 0014) is corrected by weights away from 1, still within the truncation."""
+    stale = []
     for data in run["trained"]:
-        assert data["training/rollout_actor_probs_pearson_corr"] > 0.99
         assert 0 < data["rollout_corr/rollout_is_min"] <= data["rollout_corr/rollout_is_max"] <= 2.0 + 1e-6
+        if data["fully_async/count/stale_trajectory_processed"] == 0:
+            assert data["training/rollout_actor_probs_pearson_corr"] > 0.99
+            assert data["actor/rollout_actor/ppo_kl"] < 1e-5
+        else:
+            stale.append(data)
+    assert len(run["trained"]) == UPDATES  # every update's metrics, the last one's too (patch 0014)
+    for data in stale:
+        assert data["actor/rollout_actor/ppo_kl"] > 1e-5  # a real correction: the versions differ

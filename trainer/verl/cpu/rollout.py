@@ -6,9 +6,11 @@ Three pieces, each registered through verl's own extension points (trainer/verl/
 - `HFTokenServer`: a Ray actor holding a `transformers` causal LM on CPU. `generate(prompt_ids,
   sampling_params, request_id)` -> `TokenOutput(token_ids, log_probs, stop_reason)`, the call
   verl's `LLMServerClient` makes on `vLLMHttpServer`; `wake_up` / `sleep` / `clear_kv_cache` /
-  ... as the replica and the checkpoint manager call them. The log-probs are those of the sampled
-  tokens under `log_softmax(logits / temperature)`, the distribution verl's actor scores them
-  with (`rollout.calculate_log_probs`; equal to vLLM's at temperature 1.0, sampling.yaml's).
+  ... as the replica and the checkpoint manager call them. The log-probs of the sampled tokens are
+  what vLLM returns for the config's `rollout.logprobs_mode` (`LOGPROBS_MODES`): raw_logprobs,
+  the project's setting (configs/train_single_node.yaml), is log_softmax(logits), at temperature
+  1.0 (sampling.yaml's) the distribution verl's actor scores them with; processed_logprobs is
+  after temperature, top-k and top-p, verl's default.
   Requests run `$TBT_CPU_ROLLOUT_SLOTS` at a time (default 1), each in its own thread on
   `$TBT_CPU_ROLLOUT_THREADS` torch threads (default 1): a correctness engine, not a fast one. A
   request's ops are the same whatever runs beside it, so its seeded draws are too. A request
@@ -95,11 +97,23 @@ def load_as_actor(model_path: str, dtype: Any) -> Any:
     return auto.from_pretrained(model_path, dtype=dtype).eval()
 
 
+# vLLM's `logprobs_mode`s that hf_cpu returns: raw_logprobs, log_softmax(logits) before any
+# processing (at temperature 1.0, what verl's actor computes); processed_logprobs, after the
+# temperature, top-k and top-p (renormalized over the tokens they keep)
+LOGPROBS_MODES = ("raw_logprobs", "processed_logprobs")
+
+
 class HFTokenServer:
     """The token server (module docstring). Constructed by `HFCPUReplica` as a Ray actor."""
 
-    def __init__(self, model_path: str, max_model_len: int, dtype: str = "float32", seed: int = 0):
+    def __init__(self, model_path: str, max_model_len: int, dtype: str = "float32", seed: int = 0,
+                 logprobs_mode: str = "raw_logprobs"):
         from transformers import GenerationConfig
+
+        if logprobs_mode not in LOGPROBS_MODES:
+            raise ValueError(f"hf_cpu: actor_rollout_ref.rollout.logprobs_mode={logprobs_mode} is not one it returns "
+                             f"({', '.join(LOGPROBS_MODES)})")
+        self.logprobs_mode = logprobs_mode
 
         torch.set_num_threads(_env_count("TBT_CPU_ROLLOUT_THREADS"))
         self.model = load_as_actor(model_path, getattr(torch, dtype))
@@ -157,14 +171,19 @@ class HFTokenServer:
     def _sample(self, prompt: list[int], max_tokens: int, p: dict[str, Any],
                 prefix: Prefix | None = None) -> tuple[list[int], list[float], str, int]:
         """Sampling as vLLM applies it (temperature, top-k, top-p: trainer/rollout/hf_sample.py), with a
-        KV cache (`prefix`'s, when given); the log-prob of each sampled id under log_softmax(logits /
-        temperature); the prompt tokens the prefix spared."""
+        KV cache (`prefix`'s, when given); the log-prob of each sampled id as vLLM's `logprobs_mode`
+        gives it (module docstring); the prompt tokens the prefix spared."""
         seed = p.get("seed")  # a request's own seed (thinkingbox.seed_requests): what it draws is its own
         generator = self.generator if seed is None else torch.Generator().manual_seed(int(seed))
-        turn = sample(self.model, prompt, max_tokens, temperature=float(p.get("temperature", 1.0)),
+        temperature = float(p.get("temperature", 1.0))
+        if self.logprobs_mode == "raw_logprobs" and temperature > 0 and temperature != 1.0:
+            raise ValueError(f"hf_cpu: raw_logprobs at temperature {temperature} (vLLM's are before the temperature; "
+                             "hf_cpu computes them at temperature 1.0 or 0 only)")
+        turn = sample(self.model, prompt, max_tokens, temperature=temperature,
                       top_k=int(p.get("top_k", -1) or -1), top_p=float(p.get("top_p", 1.0)), stop_ids=sorted(self.eos),
                       generator=generator, prefix=prefix)
-        return turn.ids, turn.raw_logprobs, "completed", turn.reused  # length-capped: vLLM's "length" is also "completed" to verl
+        lps = turn.logprobs if self.logprobs_mode == "processed_logprobs" else turn.raw_logprobs
+        return turn.ids, lps, "completed", turn.reused  # length-capped: vLLM's "length" is also "completed" to verl
 
     @contextlib.asynccontextmanager
     async def _all_slots(self) -> Any:
@@ -247,7 +266,7 @@ class HFCPUReplica(RolloutReplica):
             model_path=str(model_path), max_model_len=int(self.config.max_model_len or
                                                           self.config.prompt_length + self.config.response_length),
             dtype=str(self.config.dtype) if str(self.config.dtype) in ("float32", "bfloat16", "float16") else "float32",
-            seed=self.replica_rank)
+            seed=self.replica_rank, logprobs_mode=str(getattr(self.config, "logprobs_mode", None) or "raw_logprobs"))
         await server.stats.remote()  # constructed (the model loaded) before the trainer goes on
         self.servers = [server]
         self._server_handle = server

@@ -23,10 +23,11 @@ import typer
 from typer.testing import CliRunner
 
 from trainer.cli import app
+from trainer.core.parity import default_vllm_python
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "data" / "samples"
-VLLM_PY = Path(os.environ.get("TBT_VLLM_PYTHON", ROOT / ".deps/vllm-parsers/bin/python"))
+VLLM_PY = default_vllm_python() or Path("vllm-not-installed")  # $TBT_VLLM_PYTHON, else this Python where vLLM is
 runner = CliRunner()
 
 
@@ -140,7 +141,7 @@ def test_help_example_runs(example, run_dir):
             p.wait(10)
         return
     if argv[0] == "parity" and "vllm" in argv and not VLLM_PY.exists() and not os.environ.get("TBT_REQUIRE_VLLM"):
-        pytest.skip("vLLM parsers env not built: bash scripts/setup_vllm_parsers_env.sh")
+        pytest.skip("vLLM is not installed here: uv sync --extra cpu")
     cwd = os.getcwd()
     os.chdir(ROOT)  # examples name paths relative to the repository root
     if argv[0] in ("run", "show", "probe", "quickstart", "report", "checkpoint", "warm-start"):  # they write files: in a scratch directory that sees data/ and tests/

@@ -154,8 +154,8 @@ def test_parity_against_vllm_checks_its_environment_before_any_work(tmp_path):
     t = time.monotonic()
     r = tbt("parity", "--generate", "500", "--seed", "0", "--against", "vllm", "--write", str(tmp_path / "w.jsonl"),
             env={"TBT_VLLM_PYTHON": str(tmp_path / "no-env" / "python")})
-    assert r.returncode == 2 and f"not found at {tmp_path / 'no-env' / 'python'}" in r.stderr
-    assert "setup_vllm_parsers_env.sh" in r.stderr
+    assert r.returncode == 2 and f"no Python at {tmp_path / 'no-env' / 'python'}" in r.stderr
+    assert "uv sync --extra cpu" in r.stderr
     assert not (tmp_path / "w.jsonl").exists()  # nothing generated or written first
     assert time.monotonic() - t < 20
 

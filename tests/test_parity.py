@@ -1,6 +1,6 @@
 """The parity gate: `tbt parity` on records produced here exits 0; a planted typing bug fails it;
 the subset property (every call we execute, vLLM executes identically) is checked by hand-made
-answers everywhere and, with the vLLM parsers environment built, against vLLM itself on the corpus
+answers everywhere and, where vLLM is installed (`uv sync --extra cpu`), against vLLM itself on the corpus
 and on a fixed-seed sample of 2,000 generated hard outputs, where a planted lenient parse fails."""
 
 import importlib.util
@@ -25,7 +25,7 @@ app = typer.Typer()
 app.command()(parity_command)
 runner = CliRunner()
 TOKDIR = P.default_tokenizer()
-VLLM_PY = Path(os.environ.get("TBT_VLLM_PYTHON", ROOT / ".deps/vllm-parsers/bin/python"))
+VLLM_PY = P.default_vllm_python() or Path("vllm-not-installed")  # $TBT_VLLM_PYTHON, else this Python where vLLM is
 
 
 def corpus_records() -> list[dict]:
@@ -155,7 +155,7 @@ def test_empty_vllm_cache_is_used_not_recomputed(records_file, tmp_path):
 
 def test_against_vllm_without_its_environment_is_a_clear_error(records_file, tmp_path):
     res = runner.invoke(app, [str(records_file), "--against", "vllm", "--vllm-python", str(tmp_path / "none/python")])
-    assert res.exit_code == 2 and "scripts/setup_vllm_parsers_env.sh" in res.output
+    assert res.exit_code == 2 and "uv sync --extra cpu" in res.output
 
 
 def _completion(*calls: tuple[str, dict]) -> ti.Completion:
@@ -209,14 +209,14 @@ def test_generate_option_runs_the_gate_and_can_write_the_records(tmp_path):
 
 
 vllm_env = pytest.mark.skipif(not VLLM_PY.exists() and not os.environ.get("TBT_REQUIRE_VLLM"),
-                              reason="vLLM parsers env not built: bash scripts/setup_vllm_parsers_env.sh")
+                              reason="vLLM is not installed here: uv sync --extra cpu")
 SAMPLE_SEED, SAMPLE_SIZE = 0, 2000
 
 
 @pytest.fixture(scope="module")
 def vllm_answers():
     """vLLM's readings of the corpus records and of the fixed-seed generated sample, run once."""
-    assert VLLM_PY.exists(), f"{VLLM_PY} missing: run bash scripts/setup_vllm_parsers_env.sh"
+    assert VLLM_PY.exists(), "vLLM is not installed here: uv sync --extra cpu"
     from trainer.core import parity_gen as G
     corpus = [P.Record(**json.loads(x)) for x in records_text().splitlines()]
     sample = P.load_records_from(G.generate(SAMPLE_SIZE, SAMPLE_SEED))

@@ -1,9 +1,12 @@
 """The cluster's rollout engine on this machine: verl's own vLLM replica, server, server manager and
 weight sync, run by vLLM's CPU build (the `cpu` extra), play the CPU smoke
-(configs/cpu_smoke_vllm.yaml: scripts/run_train.sh, 2 steps, ~5 min on 2 cores). Then one vLLM
-OpenAI server on the merged step-2 checkpoint (~1.5 min to start) serves three checks: its
-log-probs against hf_cpu's on the same prompt, ids and weights; the whole train -> merge -> serve
--> evaluate path, `tbt run` through `tbt serve-proxy`.
+(configs/cpu_smoke_vllm.yaml: scripts/run_train.sh, 2 steps, ~4 min on 2 cores). Then one vLLM
+OpenAI server on the merged step-2 checkpoint (~1 min to start) serves three checks: its
+log-probs against hf_cpu's on the same prompt, ids and weights; `tbt serve-proxy` in front of it
+(vLLM accepts the proxy's request as sent, tokenizes the prompt the proxy rendered into exactly
+the ids training would feed, returns the generated ids with the text, and the proxy's parity
+record passes the gate on both reading paths); and the whole train -> merge -> serve -> evaluate
+path, `tbt run` through the proxy.
 
     TBT_CPU_SMOKE=1 uv run pytest -m engine tests/test_vllm_rollout_on_cpu.py
     TBT_VLLM_SMOKE_RUN=DIR ...   re-checks a finished run in DIR (DIR/checkpoints, DIR/run.log)
@@ -25,7 +28,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from test_serve_proxy import Proxy, free_port
+from test_serve_proxy import SYSTEMS, TOOLS, Proxy, free_port
 from test_train_on_cpu import ENV, metrics, smoke, smoke_work
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -177,3 +180,34 @@ def test_the_served_merged_model_plays_tbt_run_through_the_proxy(served, tmp_pat
     for rec in recs:
         assert rec["policy"]["kind"] == "openai" and rec["verdict"]["explanation"]
         assert rec["verdict"]["reward"] in (0.0, 1.0)
+
+
+def test_through_real_vllm_the_prompt_ids_are_trainings_and_the_record_passes_the_gate(served, tmp_path):
+    from trainer.core import parity as P
+    from trainer.core import tb_interpret as ti
+
+    tok = P.load_tokenizer(P.default_tokenizer())
+    path = tmp_path / "proxy-parity.jsonl"
+    proxy = Proxy(served["url"], record=str(path))
+    msgs = SYSTEMS + [{"role": "user", "content": "Find ada@example.org"}]
+    try:
+        assert httpx.get(proxy.url + "/readyz", timeout=10).status_code == 200
+        r = httpx.post(proxy.url + "/v1/chat/completions", timeout=120, json={
+            "model": "policy", "messages": msgs, "tools": TOOLS, "max_tokens": 24, "temperature": 0, "seed": 0})
+        too_long = httpx.post(proxy.url + "/v1/chat/completions", timeout=120, json={
+            "model": "policy", "messages": msgs, "tools": TOOLS, "max_tokens": 100_000})
+    finally:
+        proxy.close()
+    assert r.status_code == 200, r.text
+    body, choice = r.json(), r.json()["choices"][0]
+    prompt = ti.render(msgs, family="hermes", tools=TOOLS, add_generation_prompt=True)
+    assert choice["prompt_token_ids"] == tok.encode(prompt, add_special_tokens=False)  # what training feeds
+    ids = choice["token_ids"]
+    assert len(ids) == body["usage"]["completion_tokens"] and choice["tb_text"] == tok.decode(ids, skip_special_tokens=True)
+    assert choice["finish_reason"] in ("length", "stop", "tool_calls")
+    # vLLM's own error for an impossible request passes through with its status
+    assert too_long.status_code == 400 and "max" in too_long.text.lower()
+    [rec] = P.load_records(path)
+    assert rec.token_ids == ids and rec.text == choice["tb_text"]
+    both = P.run_parity([rec], tok)  # (vLLM's own parsers on gate records: tests/test_parity.py)
+    assert both.ok, both.failures

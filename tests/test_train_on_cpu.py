@@ -236,6 +236,19 @@ def test_cpu_smoke_dry_run_renders_the_cpu_path():
     assert "DRY_RUN" in r.stdout
 
 
+def test_vllm_cpu_smoke_dry_run_renders_verls_vllm_rollout_on_the_cpu_path():
+    r = subprocess.run(["./scripts/run_train.sh"], cwd=ROOT, capture_output=True, text=True, timeout=180,
+                       env={**ENV, "DRY_RUN": "true", "CONFIG": "configs/cpu_smoke_vllm.yaml"})
+    assert r.returncode == 0, r.stderr
+    lines = [x.strip().rstrip(" \\") for x in r.stdout.splitlines()]
+    for o in ("actor_rollout_ref.rollout.name=vllm", "trainer.device=cpu", "VERL_PLATFORM=cpu",
+              "actor_rollout_ref.rollout.enforce_eager=true", "+actor_rollout_ref.rollout.enable_sleep_mode=false",
+              "actor_rollout_ref.rollout.logprobs_mode=raw_logprobs", "actor_rollout_ref.rollout.free_cache_engine=false",
+              "VLLM_CPU_KVCACHE_SPACE=1", "actor_rollout_ref.rollout.checkpoint_engine.backend=naive"):
+        assert o in lines, o
+    assert any(x.startswith("ok") and "rollout log-probs are the actor's" in x for x in lines)
+
+
 def test_gpu_smoke_dry_run_prints_the_vllm_launch_and_starts_nothing():
     before = {p.name for p in Path("/tmp/ray").glob("session_2*")} if Path("/tmp/ray").exists() else set()
     r = subprocess.run(["./scripts/gpu_smoke.sh"], cwd=ROOT, capture_output=True, text=True, timeout=180,

@@ -214,10 +214,10 @@ def rollout_logprobs_check(cfg: Any) -> Check:
     `processed_logprobs` where no top-k/top-p cuts the distribution. Otherwise every rollout-vs-actor
     IS weight and mismatch metric carries a systematic offset that is not the engines' mismatch."""
     key = "actor_rollout_ref.rollout."
-    mode = str(cfg_get(cfg, key + "logprobs_mode", "processed_logprobs"))
-    t = float(cfg_get(cfg, key + "temperature", 1.0) if cfg_get(cfg, key + "temperature") is not None else 1.0)
-    k = int(cfg_get(cfg, key + "top_k", -1) or -1)
-    p = float(cfg_get(cfg, key + "top_p", 1.0) if cfg_get(cfg, key + "top_p") is not None else 1.0)
+    mode = str(cfg_get(cfg, key + "logprobs_mode") or "processed_logprobs")  # verl's default
+    t, k, p = (float(v) if (v := cfg_get(cfg, key + name)) is not None else unset
+               for name, unset in (("temperature", 1.0), ("top_k", -1.0), ("top_p", 1.0)))
+    k = int(k)
     at = f"{key}logprobs_mode={mode}, temperature={t:g}, top_k={k}, top_p={p:g}"
     if mode == "raw_logprobs":
         ok = t in (0.0, 1.0)

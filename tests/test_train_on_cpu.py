@@ -222,25 +222,28 @@ def test_merged_checkpoint_loads_and_plays_an_episode(run, tmp_path):
     assert rec["policy"]["kind"] == "hf" and rec["tokens"]["response_ids"] and rec["verdict"]["explanation"]
 
 
-def test_cpu_smoke_dry_run_renders_the_cpu_path():
+def dry_run(config: str) -> tuple[str, list[str]]:
+    """`DRY_RUN=true` scripts/run_train.sh of `config`: its output, and its lines with the command's
+    continuation marks cut (one override a line)."""
     r = subprocess.run(["./scripts/run_train.sh"], cwd=ROOT, capture_output=True, text=True, timeout=180,
-                       env={**ENV, "DRY_RUN": "true", "CONFIG": "configs/cpu_smoke.yaml"})
+                       env={**ENV, "DRY_RUN": "true", "CONFIG": config})
     assert r.returncode == 0, r.stderr
-    lines = [x.strip().rstrip(" \\") for x in r.stdout.splitlines()]
+    return r.stdout, [x.strip().rstrip(" \\") for x in r.stdout.splitlines()]
+
+
+def test_cpu_smoke_dry_run_renders_the_cpu_path():
+    out, lines = dry_run("configs/cpu_smoke.yaml")
     for o in ("actor_rollout_ref.rollout.name=hf_cpu", "trainer.device=cpu", "actor_rollout_ref.rollout.n=8",
               "algorithm.adv_estimator=grpo", "actor_rollout_ref.actor.loss_agg_mode=token-mean",
               "algorithm.filter_groups.enable=true", "+thinkingbox.retries=2", "trainer.total_training_steps=2",
               "trainer.save_freq=1", "VERL_PLATFORM=cpu", "VERL_USE_EXTERNAL_MODULES=trainer.verl.cpu",
               "python -m trainer.verl.cpu.smoke /tmp/tbt-cpu-smoke /tmp/tbt-cpu-smoke/checkpoints"):
         assert o in lines, o
-    assert "DRY_RUN" in r.stdout
+    assert "DRY_RUN" in out
 
 
 def test_vllm_cpu_smoke_dry_run_renders_verls_vllm_rollout_on_the_cpu_path():
-    r = subprocess.run(["./scripts/run_train.sh"], cwd=ROOT, capture_output=True, text=True, timeout=180,
-                       env={**ENV, "DRY_RUN": "true", "CONFIG": "configs/cpu_smoke_vllm.yaml"})
-    assert r.returncode == 0, r.stderr
-    lines = [x.strip().rstrip(" \\") for x in r.stdout.splitlines()]
+    _, lines = dry_run("configs/cpu_smoke_vllm.yaml")
     for o in ("actor_rollout_ref.rollout.name=vllm", "trainer.device=cpu", "VERL_PLATFORM=cpu",
               "actor_rollout_ref.rollout.enforce_eager=true", "+actor_rollout_ref.rollout.enable_sleep_mode=false",
               "actor_rollout_ref.rollout.logprobs_mode=raw_logprobs", "actor_rollout_ref.rollout.free_cache_engine=false",

@@ -120,13 +120,6 @@ def served(run, tmp_path_factory):
         log.close()
 
 
-def vllm_token_logprobs(content: list[dict]) -> tuple[list[int], list[float]]:
-    """(ids, log-probs) of the sampled tokens of a completions choice asked with
-    return_tokens_as_token_ids and logprobs=0 (each token "token_id:N")."""
-    ids = [int(t["token"].split(":", 1)[1]) for t in content]
-    return ids, [float(t["logprob"]) for t in content]
-
-
 def test_hf_cpu_and_vllm_give_the_same_logprobs_on_the_same_prompt_ids_and_weights(served):
     """The merged step-2 weights in both engines: vLLM samples 24 tokens after the probe prompt at
     the training sampling (temperature 1.0, top_k 20, top_p 0.95; logprobs_mode raw_logprobs, the

@@ -266,7 +266,7 @@ class HFCPUReplica(RolloutReplica):
             model_path=str(model_path), max_model_len=int(self.config.max_model_len or
                                                           self.config.prompt_length + self.config.response_length),
             dtype=str(self.config.dtype) if str(self.config.dtype) in ("float32", "bfloat16", "float16") else "float32",
-            seed=self.replica_rank, logprobs_mode=str(getattr(self.config, "logprobs_mode", None) or "raw_logprobs"))
+            seed=self.replica_rank, logprobs_mode=str(self.config.logprobs_mode))
         await server.stats.remote()  # constructed (the model loaded) before the trainer goes on
         self.servers = [server]
         self._server_handle = server

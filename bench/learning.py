@@ -3,7 +3,7 @@
     uv run python bench/learning.py [--json] [--seeds 0 1] [--lr 1e-4 ...] [--steps 4] [--k 8] [--out DIR]
                                     [--control | --no-control] [--estimator grpo grpo_positive]
 
-For each seed and learning rate: `tbt quickstart --train`'s loop (trainer/verl/quickstart_train.py:
+For each seed and learning rate: `tbt quickstart --train`'s loop (trainer/quickstart_train_cli.py:
 golden warm start, base evaluation, GRPO through scripts/run_train.sh and configs/laptop_grpo.yaml
 with verl's own trainer, merge, trained evaluation, `tbt compare`) with standard GRPO
 (adv_estimator grpo, token-mean, no KL), then the same loop with the permuted-reward control
@@ -38,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from trainer.verl.quickstart_train import TrainPlan, train_loop  # noqa: E402
+from trainer.quickstart_train_cli import TrainPlan, train_loop  # noqa: E402
 
 def setting(lr: float, steps: int, overrides: list[str]) -> str:
     """A run's directory name under its seed: lr, steps where not the default, the overrides."""

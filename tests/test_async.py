@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from trainer.verl import config_read
 from trainer.verl import launch as launch_mod
-from trainer.verl.launch import ENTRIES, main, read_config
+from trainer.verl.config_read import ENTRIES, read_config
+from trainer.verl.launch import main
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = {"configs/async_single_node.yaml": ("rollout 1x4=4 GPUs", "trainer 1x4=4 GPUs"),
@@ -157,9 +159,9 @@ def test_every_key_of_the_async_configs_is_in_verls_fully_async_schema(config):
     from omegaconf import OmegaConf
 
     entry = ENTRIES["fully_async"]
-    raw = yaml.safe_load((launch_mod.verl_config_dir(entry) / f"{entry.config_name}.yaml").read_text())
+    raw = yaml.safe_load((config_read.verl_config_dir(entry) / f"{entry.config_name}.yaml").read_text())
     own = set(verl_keys({k: v for k, v in raw.items() if k not in ("hydra", "defaults")}))
-    composed = set(verl_keys(OmegaConf.to_container(launch_mod.compose([], entry), throw_on_missing=False)))
+    composed = set(verl_keys(OmegaConf.to_container(config_read.compose([], entry), throw_on_missing=False)))
     keys = [k for k in read_config(ROOT / config, {}) if not k.startswith(("+", "@"))]
     assert set(keys) <= composed, set(keys) - composed
     async_keys = [k for k in keys if k.startswith(("async_training.", "rollout."))]
@@ -170,13 +172,13 @@ def test_every_key_of_the_async_configs_is_in_verls_fully_async_schema(config):
 
 def test_the_entry_is_the_one_verl_runs_with_the_config_it_composes():
     entry = ENTRIES["fully_async"]
-    main_py = launch_mod.verl_dir().joinpath(*entry.module.split(".")[1:]).with_suffix(".py")  # not imported: torch
+    main_py = config_read.verl_dir().joinpath(*entry.module.split(".")[1:]).with_suffix(".py")  # not imported: torch
     src = main_py.read_text()
     assert f'@hydra.main(config_path="config", config_name="{entry.config_name}"' in src
-    assert launch_mod.verl_config_dir(entry) == main_py.parent / "config"
-    raw = yaml.safe_load((launch_mod.verl_config_dir(entry) / f"{entry.config_name}.yaml").read_text())
+    assert config_read.verl_config_dir(entry) == main_py.parent / "config"
+    raw = yaml.safe_load((config_read.verl_config_dir(entry) / f"{entry.config_name}.yaml").read_text())
     assert raw["hydra"]["searchpath"] == ["pkg://verl.trainer.config"]  # what Entry.searchpath stands for
-    assert (launch_mod.verl_dir().joinpath(*entry.searchpath) / "ppo_trainer.yaml").exists()
+    assert (config_read.verl_dir().joinpath(*entry.searchpath) / "ppo_trainer.yaml").exists()
 
 
 def test_a_real_launch_runs_verls_fully_async_main_with_the_overrides(pool, monkeypatch, capsys):

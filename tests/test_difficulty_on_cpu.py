@@ -27,7 +27,7 @@ from lazy_import import lazy
 
 from trainer.verl.difficulty import (DifficultyConfig, DifficultyError, DifficultyState, beta_moment, jeffreys,
                                      mixed_probability, read_probe_counts, trace_png)
-from trainer.verl.difficulty import main as difficulty_main
+from trainer.difficulty_cli import main as difficulty_main
 
 ROOT = Path(__file__).resolve().parents[1]
 # scipy (seconds to import) when a test first integrates, not at collection

@@ -202,6 +202,25 @@ def test_redact_removes_keys_headers_and_user_info():
         "a": "Bearer [redacted]", "b": "a basic understanding"}
 
 
+def test_redact_one_call_takes_values_an_env_and_urls_without_registering_them():
+    """What the launch and an endpoint add for one call (trainer/core/redact.py): their own values
+    (any length), an environment's secret-named variables (names read loosely, values of 4
+    characters or more) and, for plain text, every URL's query and user info with a quote."""
+    env = {"MY_APIKEYS": "k3y-one-call", "TOKENIZERS_PARALLELISM": "false", "HOST": "plainhost", "A_TOKEN": "abc"}
+    text = "k3y-one-call plainhost abc shh https://h.example/v1?sig=s3cret#top http://us\"er@h/x"
+    out = redact.redact(text, env, values=["shh"], urls=True)
+    assert out == "[redacted] plainhost abc [redacted] https://h.example/v1?[redacted]#top http://[redacted]@h/x"
+    assert redact.redact(text) == text  # nothing of it registered
+    assert redact.redact("k3y-one-call-and-more", {"X_KEY": "k3y-one-call", "Y_KEY": "k3y-one-call-and-more"}) == "[redacted]"
+    assert redact.secret_name("MY_APIKEYS", loose=True) and not redact.secret_name("MY_APIKEYS")
+
+
+def test_without_secrets_leaves_a_child_no_credential():
+    env = {"PATH": "/bin", "TBT_JUDGE_API_KEY": "k", "HF_TOKEN": "t", "AWS_SECRET_ACCESS_KEY": "s",
+           "DB_PASSWORD": "p", "GOOGLE_APPLICATION_CREDENTIALS": "/c.json", "hf_token": "t", "PYTHONPATH": "/x"}
+    assert redact.without_secrets(env) == {"PATH": "/bin", "PYTHONPATH": "/x"}
+
+
 def test_an_endpoint_that_echoes_the_authorization_header_leaks_the_key_nowhere(fakes, tmp_path):
     """Policy and user endpoints quoting the request's headers in their failures: no file and no
     output of `tbt run` holds the key."""
@@ -310,7 +329,7 @@ def test_tasks_that_ask_a_judge_are_refused_without_one_or_left_out(fakes, tmp_p
 def test_the_endpoint_error_message_is_redacted():
     redact.register(KEY)
     ep = Endpoint("http://127.0.0.1:9/v1", api_key=KEY)
-    assert ep.redact(f"echo {KEY} and Authorization: Bearer {KEY}") == "echo [redacted] and Authorization: Bearer [redacted]"
+    assert ep.scrub(f"echo {KEY} and Authorization: Bearer {KEY}") == "echo [redacted] and Authorization: Bearer [redacted]"
     assert isinstance(EndpointError("x"), RuntimeError)
 
 

@@ -303,7 +303,7 @@ def test_a_config_adds_to_the_prepare_steps_it_extends_unless_it_drops_them(tmp_
     smoke's model and pool, then its own); `inherit_prepare: false` runs only the config's own
     (configs/laptop_grpo.yaml never builds the smoke's random model or probes its pool); a value
     other than true or false is named with its file."""
-    from trainer.verl.launch import LaunchError, PREPARE, read_config
+    from trainer.verl.config_read import PREPARE, LaunchError, read_config
 
     env = {"SMOKE_DIR": str(tmp_path / "smoke"), "CKPT_DIR": str(tmp_path / "ckpt"), "LAPTOP_DIR": str(tmp_path / "lap")}
     smoke = [["-m", "trainer.verl.cpu.smoke", str(tmp_path / "smoke"), str(tmp_path / "ckpt")]]

@@ -96,7 +96,7 @@ def test_the_permuted_rewards_keep_the_step_s_rewards_and_move_them():
 def test_the_laptop_trains_the_clusters_algorithm_and_lists_what_differs():
     """configs/laptop_grpo.yaml resolves to the algorithm the cluster configs run (GRPO's own
     advantages, token-mean, no KL, groups of 8), and its header names each scale knob it changes."""
-    from trainer.verl.launch import read_config
+    from trainer.verl.config_read import read_config
 
     algo = ("algorithm.adv_estimator", "algorithm.use_kl_in_reward", "actor_rollout_ref.actor.use_kl_loss",
             "actor_rollout_ref.actor.loss_agg_mode", "actor_rollout_ref.rollout.n")

@@ -72,7 +72,7 @@ class SyntheticServer:
 
 def verl_sampling() -> dict[str, Any]:
     """What verl passes the loop: its rollout config as the launch fills it from configs/sampling.yaml."""
-    from trainer.verl.launch import sampling_overrides
+    from trainer.verl.config_read import sampling_overrides
 
     o = sampling_overrides()
     return {"temperature": o["actor_rollout_ref.rollout.temperature"], "top_p": o["actor_rollout_ref.rollout.top_p"],
@@ -85,7 +85,7 @@ def agent_loop(server, tok, ckpt: Path, **tb: Any):
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
     from trainer.verl.agent_loop import ThinkingBoxAgentLoop
-    from trainer.verl.launch import sampling_overrides
+    from trainer.verl.config_read import sampling_overrides
 
     config = OmegaConf.create({
         "actor_rollout_ref": {"rollout": {"prompt_length": 4096, "response_length": RESPONSE_LENGTH, "n": 8,
@@ -129,10 +129,10 @@ def comparable(rec) -> dict[str, Any]:
 def test_tbt_run_and_the_verl_agent_loop_write_equal_records(tmp_path, tok, tok_dir):
     """Same task, same run seed: `tbt run`'s assembly and a training step write the same record
     (seed, sampling, budgets, messages, the model's tokens, verdict), each in its own file."""
-    from trainer.run_cli import SpecOptions
+    from trainer.rollout.config import RunConfig, resolve
 
     run_seed = 11
-    spec = SpecOptions(SAMPLES, f"synthetic:p=0.5,tokenizer={tok_dir}", TOY).to_spec()
+    spec = resolve(RunConfig(SAMPLES, f"synthetic:p=0.5,tokenizer={tok_dir}", test_list=TOY))
     spec = dataclasses.replace(spec, config=dataclasses.replace(spec.config, max_response_tokens=RESPONSE_LENGTH))
     result = run(spec, RunPlan(output=tmp_path / "run.jsonl", seed=run_seed, only=frozenset(UIDS)))
     assert (result.tasks, result.written) == (2, 2)
@@ -204,26 +204,25 @@ def test_training_records_are_what_tbt_show_reads(tmp_path, tok):
     assert UIDS[0] in res.output
 
 
-def test_every_tbt_run_option_exists_in_training_with_the_same_name_and_default():
-    from trainer.verl.env import TBConfig
+def test_the_thinkingbox_block_is_a_runs_options_plus_trainings_own():
+    """The block is made from the fields a run declares (RunSpec's user/judge/family..., every
+    EpisodeConfig field but verl's response window, RunPlan's retries and seed) plus training's own:
+    a block sets the same episode a `tbt run` with those options plays."""
+    from trainer.rollout.config import RunConfig, resolve
+    from trainer.verl.env import TBConfig, TrainingFields
 
-    tb = {f.name: f for f in dataclasses.fields(TBConfig)}
-    expected: dict[str, Any] = {}
-    for f in dataclasses.fields(RunSpec):
-        if f.name not in ("dataset", "policy", "test_list", "config", "sampling"):
-            expected[f.name] = f.default
-    for f in dataclasses.fields(EpisodeConfig):
-        if f.name != "max_response_tokens":  # verl's rollout.response_length
-            expected[f.name] = f.default
-    expected.update(retries=RunPlan.retries, seed=RunPlan.seed)
-    missing = sorted(set(expected) - set(tb))
-    assert not missing, f"TBConfig lacks {missing}"
-    assert {n: tb[n].default for n in expected} == expected
+    names = [f.name for f in dataclasses.fields(TBConfig)]
+    own = [f.name for f in dataclasses.fields(TrainingFields)]
+    run_names = {f.name for f in dataclasses.fields(RunSpec)} | {f.name for f in dataclasses.fields(EpisodeConfig)}
+    assert len(names) == len(set(names)) and set(names) - set(own) <= run_names | {"retries", "seed"}
+    assert "max_response_tokens" not in names and {"retries", "seed", "agent_view", "family"} <= set(names)
     assert TBConfig().max_turn_tokens == load_sampling().max_tokens
-    # and the block's spec is tbt run's spec of the same options
-    cfg = TBConfig(user="scripted", max_episode_tokens=123, retries=4, seed=9)
-    spec = cfg.run_spec("DS")
-    assert (spec.dataset, spec.user, spec.config.max_episode_tokens) == ("DS", "scripted", 123)
+    assert (TBConfig().retries, TBConfig().seed) == (RunPlan.retries, RunPlan.seed)
+    episode = EpisodeConfig(max_episode_tokens=123, call_timeout=5.0, agent_view="plain", max_agent_turns=7)
+    cfg = TBConfig(user="scripted", max_episode_tokens=123, call_timeout=5.0, agent_view="plain", max_agent_turns=7)
+    spec = resolve(RunConfig(SAMPLES, "synthetic", user="scripted", episode=episode))
+    assert cfg.episode_config(None) == spec.config and (cfg.user, cfg.family) == (spec.user, spec.family)
+    assert TBConfig().episode_config(64) == dataclasses.replace(EpisodeConfig(), max_response_tokens=64)
 
 
 def test_renamed_and_unknown_thinkingbox_keys_are_named():
@@ -239,9 +238,9 @@ def test_renamed_and_unknown_thinkingbox_keys_are_named():
 def test_training_and_evaluation_sample_from_the_same_file(tmp_path):
     """The launch's rollout overrides and `tbt eval`'s policy read one file: change it and both
     change; a test fails the moment they differ."""
-    from trainer.run_cli import SpecOptions
+    from trainer.rollout.config import RunConfig, resolve
     from trainer.rollout.setup import make_policy
-    from trainer.verl.launch import sampling_overrides
+    from trainer.verl.config_read import sampling_overrides
 
     for values in (None, {"temperature": 0.7, "top_k": 5, "top_p": 0.8, "max_turn_tokens": 321}):
         path = None
@@ -249,7 +248,7 @@ def test_training_and_evaluation_sample_from_the_same_file(tmp_path):
             path = tmp_path / "s.yaml"
             path.write_text(yaml.safe_dump(values))
         o = sampling_overrides(path) if path else sampling_overrides()
-        spec = SpecOptions(SAMPLES, "openai:http://127.0.0.1:9/v1#m", sampling=path).to_spec()
+        spec = resolve(RunConfig(SAMPLES, "openai:http://127.0.0.1:9/v1#m", sampling=path))
         policy = make_policy(spec.policy, sampling=spec.sampling)
         s = policy.sampling
         assert (o["actor_rollout_ref.rollout.temperature"], o["actor_rollout_ref.rollout.top_p"],
@@ -259,7 +258,7 @@ def test_training_and_evaluation_sample_from_the_same_file(tmp_path):
         assert (body["temperature"], body["top_p"], body["top_k"], body["max_completion_tokens"]) == \
             (s.temperature, s.top_p, s.top_k, s.max_tokens)
     # a spec's own option wins over the file
-    spec = SpecOptions(SAMPLES, "openai:http://127.0.0.1:9/v1#m,temperature=0").to_spec()
+    spec = resolve(RunConfig(SAMPLES, "openai:http://127.0.0.1:9/v1#m,temperature=0"))
     assert make_policy(spec.policy, sampling=spec.sampling).sampling.temperature == 0.0
 
 

@@ -1,4 +1,5 @@
-"""`tbt quickstart --train` (trainer/verl/quickstart_train.py): the learning loop's stages run the real
+"""`tbt quickstart --train` (trainer/quickstart_train_cli.py, its plan and stage runner
+trainer/verl/quickstart_train.py): the learning loop's stages run the real
 commands in order, each with its log; a failing stage stops the run with its exit code and the
 end of its log; a rerun keeps what is done. The whole loop (warm start, evaluations, one GRPO step
 through verl's trainer, merge, compare, report: ~20 min on 2 cores) runs with TBT_CPU_SMOKE=1."""
@@ -11,7 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from trainer.cli import app
-from trainer.verl.quickstart_train import CONFIG, ROOT, Runner, StageError, TrainPlan, pool_tasks, train_loop, verdict
+from trainer.quickstart_train_cli import train_loop, verdict
+from trainer.verl.quickstart_train import CONFIG, ROOT, Runner, StageError, TrainPlan, pool_tasks
 
 
 def test_a_failing_stage_stops_with_its_exit_code_and_the_end_of_its_log(tmp_path):
@@ -53,6 +55,22 @@ def test_the_summary_carries_compares_one_verdict():
                  "method": "sign-flip", "pairing": "task", "tasks": 12}
     lo, hi = s["delta_interval"]
     assert s["distinguishable"] is False and lo <= 0 <= hi  # one verdict: the interval and the call agree
+
+
+def test_a_tbt_stage_is_said_as_the_user_types_it_and_logged_as_it_runs(tmp_path):
+    """The stages run this interpreter's trainer.cli (a process each, from the command line's layer:
+    trainer/quickstart_train_cli.py); the progress shows the `tbt ...` a user types."""
+    from trainer.quickstart_train_cli import shown, tbt
+
+    cmd = tbt("eval", tmp_path / "d", "-n", 2)
+    assert cmd == [sys.executable, "-m", "trainer.cli", "eval", str(tmp_path / "d"), "-n", "2"]
+    assert shown(cmd) == ["tbt", "eval", str(tmp_path / "d"), "-n", "2"]
+    said = []
+    Runner(TrainPlan(out=tmp_path), said.append).stage(1, "warm start", [sys.executable, "-c", "print('ok')"],
+                                                      shown=["tbt", "warm-start", "X"])
+    log = tmp_path / "logs" / "1-warm-start.log"
+    assert said[0] == f"[1/6] warm start: tbt warm-start X  (log {log})"
+    assert f"{sys.executable} -c print('ok')" in log.read_text().splitlines()[0]
 
 
 def test_a_stage_that_passes_is_timed_and_said_done(tmp_path):

@@ -374,20 +374,24 @@ def test_the_dataset_filters_on_the_rendered_prompt(tmp_path):
     assert len(inside) == 2 and inside.prompt_lengths == lengths and not set(inside.dropped) - {"toy_loans.py:test_gone"}
 
 
-def test_step_metrics_from_the_batch_of_a_group():
-
+def test_step_metrics_from_the_episodes_of_two_groups():
+    """trainer.verl.metrics.step_metrics, what patch 0001's replay buffer logs every step, over the
+    `reward_extra_info` the agent loop leaves in each trajectory's extra_fields (the replay buffer
+    reads them from there; tests/test_verl_patches_on_cpu.py runs it through the patched buffer)."""
     from trainer.verl.metrics import step_metrics
 
     outs = [run(agent_loop(SyntheticServer(p=0.5, seed=s)).run(dict(SAMPLING), **row(WRITE_TASK, seed=s))) for s in range(4)]
     outs += [run(agent_loop(SyntheticServer(p=1.0, seed=s)).run(dict(SAMPLING), **row("toy_loans.py:test_checkout_book", seed=s)))
              for s in range(4)]
-    batch = verl_batch(outs)
-    m = step_metrics(batch.non_tensor_batch, ["a"] * 4 + ["b"] * 4)
+    infos = [o.extra_fields["reward_extra_info"] for o in outs]
+    m = step_metrics(infos)
     rewards = [o.reward_score for o in outs]
-    assert m["thinkingbox/reward_mean"] == pytest.approx(sum(rewards) / 8)
-    assert m["thinkingbox/zero_variance_group_share"] == (0.5 if len(set(rewards[:4])) > 1 else 1.0)
-    assert m["thinkingbox/end_reason/done"] == 1.0 and m["thinkingbox/members_rerun_total"] == 0
-    assert m["thinkingbox/tokens_per_episode"] > 0 and m["thinkingbox/tool_calls_per_episode"] >= 1
+    assert m["training/episode/score/mean"] == pytest.approx(sum(rewards) / 8)
+    assert m["training/episode/passed/mean"] == pytest.approx(sum(float(i["passed"]) for i in infos) / 8)
+    assert m["training/episode/end_reason/done"] == 1.0 and m["training/episode/system_error_reruns/mean"] == 0
+    assert m["training/episode/generated_tokens/mean"] > 0 and m["training/episode/tool_calls/mean"] >= 1
+    assert step_metrics(infos, "validation").keys() == {k.replace("training/", "validation/", 1) for k in m}
+    assert step_metrics([]) == {}
 
 
 class VersionedServer(SyntheticServer):

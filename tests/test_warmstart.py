@@ -1,4 +1,4 @@
-"""The golden warm start (trainer/verl/warmstart.py, `tbt warm-start`): golden episodes played by the
+"""The golden warm start (trainer/data/warmstart.py, `tbt warm-start`): golden episodes played by the
 one run assembly, token level, with the real Qwen3 tokenizer; examples whose loss covers exactly the
 assistant's tokens; transformers' Trainer on a tiny Qwen3 model built here; a checkpoint that `hf:`
 loads and plays. The full warm start on the laptop pool, with the pass rates it reaches, is the
@@ -19,7 +19,7 @@ from trainer.cli import app
 from trainer.rollout.record import read_records
 from trainer.rollout.runner import RunPlan, run
 from trainer.rollout.setup import RunSpec
-from trainer.verl import warmstart as ws
+from trainer.data import warmstart as ws
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "data" / "samples"

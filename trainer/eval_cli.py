@@ -12,11 +12,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from trainer.run_cli import (
-    POLICY_HELP, AgentOpt, CallTimeoutOpt, ConcurrencyOpt, FamilyOpt, JudgeOpt, MaxAgentTurnsOpt, MaxContextOpt,
-    MaxSecondsOpt, MaxTokensTotalOpt, ProgressOpt, PythonOpt, RetriesOpt, SamplingOpt, SpecOptions, ConfigOpt, AgentViewOpt,
-    SkipInvalidOpt, SkipJudgedOpt, StripSourcesOpt, ThinkingOpt, UseRayOpt, UserOpt, fail, play, print_timings, report
-)
+from trainer.rollout.config import RunConfig, RunPlan
+from trainer.run_cli import BUDGET_OPTIONS, RUN_OPTIONS, fail, play, print_timings, report, takes, to_spec
 
 PROFILE_HELP = ("full: every task × repetition scored exactly once, no system error left, else refuse "
                 "(exit 1, each gap named); none: aggregate what there is and list the gaps in agg.json.")
@@ -72,47 +69,23 @@ def _aggregate(paths: list[Path], expected, *, profile: str, prices, price_model
     return doc
 
 
+@takes("run", RunConfig, RUN_OPTIONS + BUDGET_OPTIONS + ("sampling",),
+       help={"test_list": "The tasks of the protocol (default: every task)."})
+@takes("plan", RunPlan, ("output", "repeat", "concurrency", "errors_output", "retries", "seed", "skip_invalid",
+                         "skip_judged", "use_ray", "progress"),
+       help={"repeat": "Attempts per task (the seed: 20).", "seed": "Run seed (episodes and the bootstrap)."},
+       defaults={"repeat": 20})
 def eval_command(
-    dataset: Annotated[Path, typer.Argument(exists=True, file_okay=False, help="ThinkingBox dataset directory.")],
-    output: Annotated[Path, typer.Option("--output", "-o", dir_okay=False, help="Records (JSONL), appended; resumes.")],
+    plan: RunPlan,
     aggregate_output: Annotated[Path, typer.Option("--aggregate-output", dir_okay=False, help="Where agg.json goes.")],
-    policy: Annotated[Optional[str], typer.Option("--policy", help=POLICY_HELP)] = None,
-    config: ConfigOpt = None,
-    agent_view: AgentViewOpt = "thinkingbox",
-    test_list: Annotated[Optional[Path], typer.Option("--test-list", exists=True, dir_okay=False,
-                                                      help="The tasks of the protocol (default: every task).")] = None,
-    user: UserOpt = None,
-    judge: JudgeOpt = None,
-    repeat: Annotated[int, typer.Option("--repeat", "-n", min=1, help="Attempts per task (the seed: 20).")] = 20,
     coverage_profile: Annotated[str, typer.Option("--coverage-profile", help=PROFILE_HELP)] = "full",
-    errors_output: Annotated[Optional[Path], typer.Option("--errors-output", dir_okay=False, help=(
-        "System-error attempts (JSONL). Default: OUTPUT's name with .errors.jsonl."))] = None,
     prices: Annotated[Optional[Path], typer.Option("--prices", exists=True, dir_okay=False, help=PRICES_HELP)] = None,
     price_model: Annotated[Optional[list[str]], typer.Option("--price-model", help=PRICE_MODEL_HELP)] = None,
     label: Annotated[Optional[str], typer.Option("--label", help="The run's name in agg.json and tbt compare "
                                                  "(default: the policy spec, e.g. synthetic:p=0.9).")] = None,
-    servers: Annotated[Optional[Path], typer.Option("--servers", exists=True, dir_okay=False, help=(
-        "ThinkingBox servers.yaml; servers not in it are our in-process domains. "
-        "Default: DATASET/servers.yaml if present."))] = None,
-    python: PythonOpt = None,
-    strip_sources: StripSourcesOpt = False,
-    concurrency: ConcurrencyOpt = 8,
-    retries: RetriesOpt = 2,
-    seed: Annotated[int, typer.Option("--seed", help="Run seed (episodes and the bootstrap).")] = 0,
     bootstrap: Annotated[int, typer.Option("--bootstrap", min=100, help="Bootstrap resamples.")] = 2000,
-    family: FamilyOpt = "hermes",
-    thinking: ThinkingOpt = True,
-    agent: AgentOpt = None,
-    max_tokens_total: MaxTokensTotalOpt = None,
-    max_seconds: MaxSecondsOpt = None,
-    max_context: MaxContextOpt = None,
-    max_agent_turns: MaxAgentTurnsOpt = None,
-    call_timeout: CallTimeoutOpt = 30.0,
-    sampling: SamplingOpt = None,
-    skip_invalid: SkipInvalidOpt = False,
-    skip_judged: SkipJudgedOpt = False,
-    use_ray: UseRayOpt = False,
-    progress: ProgressOpt = True,
+    *,
+    run: RunConfig,
 ) -> None:
     """Evaluate a policy: every task REPEAT times, coverage checked, then agg.json.
 
@@ -129,23 +102,15 @@ def eval_command(
       tbt eval data/samples --test-list data/samples/lists/toy.yaml --policy synthetic --repeat 4 --coverage-profile full --output run.jsonl --errors-output err.jsonl --aggregate-output agg.json
       tbt eval data/samples --test-list data/samples/lists/toy.yaml --policy synthetic:p=0.9 -n 4 -o cand.jsonl --aggregate-output cand.agg.json --prices data/prices.example.yaml --price-model agent=Qwen/Qwen3-8B
     """
-    from trainer.rollout.runner import RunPlan
-
     _profile(coverage_profile)
     price_table, price_models = _prices(prices, price_model)
-    spec = SpecOptions(dataset, policy, test_list, user=user, judge=judge, servers=servers, python=python, family=family,
-                       thinking=thinking, agent=agent, max_episode_tokens=max_tokens_total,
-                       max_episode_seconds=max_seconds, max_context=max_context, max_agent_turns=max_agent_turns,
-                       call_timeout=call_timeout, strip_sources=strip_sources, sampling=sampling, config=config,
-                       agent_view=agent_view).to_spec()
-    result = play(spec, RunPlan(output=output, repeat=repeat, errors_output=errors_output, concurrency=concurrency,
-                                retries=retries, seed=seed, progress=progress, use_ray=use_ray,
-                                skip_invalid=skip_invalid, skip_judged=skip_judged))
-    report(result, repeat, output, exit_on_unresolved=False)
+    spec = to_spec(run)
+    result = play(spec, plan)
+    report(result, plan.repeat, plan.output, exit_on_unresolved=False)
     try:
-        _check_and_aggregate(spec, result, dataset, test_list, repeat, output, errors_output, aggregate_output,
-                             coverage_profile=coverage_profile, prices=price_table, price_models=price_models,
-                             label=label, seed=seed, bootstrap=bootstrap)
+        _check_and_aggregate(spec, result, run.dataset, run.test_list, plan.repeat, plan.output, plan.errors_output,
+                             aggregate_output, coverage_profile=coverage_profile, prices=price_table,
+                             price_models=price_models, label=label, seed=plan.seed, bootstrap=bootstrap)
     finally:  # where the time went, at the end, also when coverage refuses
         print_timings(result.timings.to_json(), run_seconds=result.seconds)
 

@@ -14,45 +14,29 @@ from typing import Annotated, Optional
 
 import typer
 
-from trainer.run_cli import (
-    POLICY_HELP, ConcurrencyOpt, ConfigOpt, JudgeOpt, ProgressOpt, PythonOpt, SamplingOpt, SkipInvalidOpt, SpecOptions,
-    UserOpt, err, out,
-    play, report
-)
+from trainer.data import quickstart as qs
+from trainer.rollout.config import POLICY_HELP, RunConfig, RunPlan
+from trainer.run_cli import err, out, play, report, takes, to_spec
 from trainer.verl.quickstart_train import TrainPlan  # stdlib only at import: the defaults of --train live there
 
-ROOT = Path(__file__).resolve().parents[1]
-QUICKSTART_POLICY = "synthetic:dist=bimodal"
 
 
 def screen_path(output: Path) -> Path:
     return output.with_name(output.stem + ".screen.jsonl")
 
 
+@takes("run", RunConfig, ("dataset", "policy", "config", "test_list", "user", "judge", "servers", "python", "family",
+                         "sampling"),
+       help={"policy": "The base policy to probe (or the agent model of --config). " + POLICY_HELP})
+@takes("plan", RunPlan, ("output", "concurrency", "seed", "skip_invalid", "use_ray", "progress"), as_dict=True,
+       help={"output": "Probe records (JSONL); resumes.", "seed": "Run seed."})
 def probe_command(
-    dataset: Annotated[Path, typer.Argument(exists=True, file_okay=False, help="ThinkingBox dataset directory.")],
-    output: Annotated[Path, typer.Option("--output", "-o", dir_okay=False, help="Probe records (JSONL); resumes.")],
-    policy: Annotated[Optional[str], typer.Option("--policy", help=(
-        "The base policy to probe (or the agent model of --config). " + POLICY_HELP))] = None,
-    config: ConfigOpt = None,
+    run: RunConfig,
+    plan: dict,
     n: Annotated[int, typer.Option("--n", min=1, help="Probes per task.")] = 8,
-    test_list: Annotated[Optional[Path], typer.Option("--test-list", exists=True, dir_okay=False,
-                                                      help="Only the tasks of this list.")] = None,
-    user: UserOpt = None,
-    judge: JudgeOpt = None,
     screen_policy: Annotated[Optional[str], typer.Option("--screen-policy", help=(
         "A strong policy run first; tasks it never solves are not probed (solvability screen)."))] = None,
     screen_n: Annotated[int, typer.Option("--screen-n", min=1, help="Screen runs per task.")] = 2,
-    servers: Annotated[Optional[Path], typer.Option("--servers", exists=True, dir_okay=False,
-                                                    help="ThinkingBox servers.yaml (default: DATASET/servers.yaml).")] = None,
-    python: PythonOpt = None,
-    family: Annotated[str, typer.Option("--family", help="Model family: hermes or xml.")] = "hermes",
-    concurrency: ConcurrencyOpt = 8,
-    seed: Annotated[int, typer.Option("--seed", help="Run seed.")] = 0,
-    sampling: SamplingOpt = None,
-    skip_invalid: SkipInvalidOpt = False,
-    use_ray: Annotated[bool, typer.Option("--ray", help="Spread episodes over a Ray cluster.")] = False,
-    progress: ProgressOpt = True,
 ) -> None:
     """Probe every task n times with the base policy (the input of data/prepare_data.py).
 
@@ -65,21 +49,16 @@ def probe_command(
       tbt probe data/samples --policy synthetic --n 8 --output probes.jsonl
       tbt probe data/samples --test-list data/samples/lists/toy.yaml --policy synthetic:p=0.4 --screen-policy synthetic:p=0.9 --screen-n 2 -o toy-screened.jsonl
     """
-    from trainer.rollout.runner import RunPlan
+    import dataclasses
 
-    def spec_of(p: str):
-        return SpecOptions(dataset, p, test_list, user=user, judge=judge, servers=servers, python=python,
-                           family=family, sampling=sampling, config=config).to_spec()
-
-    only = None
+    only, output = None, plan["output"]
     if screen_policy is not None:
         sout = screen_path(output)
-        result = play(spec_of(screen_policy), RunPlan(output=sout, repeat=screen_n, concurrency=concurrency, seed=seed,
-                                                      progress=progress, use_ray=use_ray, skip_invalid=skip_invalid))
+        result = play(to_spec(dataclasses.replace(run, policy=screen_policy)),
+                      RunPlan(**{**plan, "output": sout, "repeat": screen_n}))
         report(result, screen_n, sout, exit_on_unresolved=False)
         only = frozenset(_screened(sout, output.with_name(output.stem + ".screen.json")))
-    result = play(spec_of(policy), RunPlan(output=output, repeat=n, concurrency=concurrency, seed=seed,
-                                           progress=progress, use_ray=use_ray, only=only, skip_invalid=skip_invalid))
+    result = play(to_spec(run), RunPlan(**plan, repeat=n, only=only))
     report(result, n, output)
 
 
@@ -107,14 +86,15 @@ QUICKSTART_ENDPOINTS = {"TBT_USER_SPEC": "openai:http://USER_HOST:8001/v1#USER_M
                         "TBT_JUDGE_API_KEY": "EMPTY"}  # the dry run's placeholders (a local vLLM takes any key)
 
 
+@takes("run", RunConfig, ("policy", "config"), help={"policy": (
+    "The base policy (default: the agent model of --config, else synthetic:dist=bimodal: no GPU). " + POLICY_HELP)})
+@takes("plan", RunPlan, ("progress",), as_dict=True)
 def quickstart_command(
-    policy: Annotated[Optional[str], typer.Option("--policy", help=(
-        "The base policy (default: the agent model of --config, else synthetic:dist=bimodal: no GPU). "
-        + POLICY_HELP))] = None,
-    config: ConfigOpt = None,
+    run: RunConfig,
+    plan: dict,
     n: Annotated[int, typer.Option("--n", min=1, help="Probes per task.")] = 8,
-    out_dir: Annotated[Path, typer.Option("--out-dir", file_okay=False, help="Where probes and prepared data go.")] = Path("quickstart"),
-    dataset: Annotated[Path, typer.Option("--dataset", exists=True, file_okay=False, help="Tasks to probe.")] = ROOT / "data" / "samples",
+    out_dir: Annotated[Path, typer.Option("--out-dir", file_okay=False, help="Where probes and prepared data go.")] = qs.OUT_DIR,
+    dataset: Annotated[Path, typer.Option("--dataset", exists=True, file_okay=False, help="Tasks to probe.")] = qs.SAMPLES,
     train: Annotated[bool, typer.Option("--train", help=(
         "Then learn on this CPU: a golden warm start of a tiny Qwen3 on the laptop pool "
         "(data/samples/lists/laptop.yaml), its evaluation (also its probes and bands), --steps GRPO steps through "
@@ -132,7 +112,6 @@ def quickstart_command(
     as_json: Annotated[bool, typer.Option("--json", help=(
         "With --train: the last line is one JSON object (base_pass_at_1, trained_pass_at_1, delta, delta_interval, "
         "distinguishable, steps, ...)."))] = False,
-    progress: ProgressOpt = True,
 ) -> None:
     """Probe the sample tasks, prepare the training pool and show its difficulty bands.
 
@@ -161,34 +140,27 @@ def quickstart_command(
                   highlight=False)
         raise typer.Exit(2)
     from trainer.data.bands import Bands
-    from trainer.data.prepare import PrepareConfig, PrepareError, prepare
+    from trainer.data.prepare import PrepareError
     from trainer.data.view import histogram, outcome_line
 
-    if policy is None and config is None:
-        policy = QUICKSTART_POLICY
-    if policy is not None and policy.startswith("synthetic"):
-        out.print(f"quickstart: probing with the SYNTHETIC policy ({policy}): it follows each task's golden actions "
-                  "or deviates at a per-task rate, writing Qwen-format turns through the real interpreter. Its "
-                  "bands show the pipeline, not a model; pass --policy openai:URL#MODEL to probe a real one.",
-                  markup=False, highlight=False)
-    from trainer.rollout.runner import RunPlan
-
-    probes = out_dir / "probes.jsonl"
-    result = play(SpecOptions(dataset, policy, config=config).to_spec(), RunPlan(output=probes, repeat=n, progress=progress),
-                  identity_hint=f"tbt quickstart: pass another --out-dir, or remove {probes}")
-    report(result, n, probes)
-    bands = Bands()
+    progress = plan["progress"]
+    cfg = qs.probe_config(dataset, run.policy, run.config)
+    notice = qs.synthetic_notice(cfg.policy)
+    if notice:
+        out.print(notice, markup=False, highlight=False)
+    probe_plan = qs.probe_plan(out_dir, n, progress=progress)
+    result = play(to_spec(cfg), probe_plan,
+                  identity_hint=f"tbt quickstart: pass another --out-dir, or remove {probe_plan.output}")
+    report(result, n, probe_plan.output)
     try:
-        res = prepare(PrepareConfig(probes=[probes], datasets=[dataset], out_dir=out_dir / "prepared", bands=bands,
-                                    min_probes=min(4, n)))  # a short quickstart (--n 2) still bands its tasks
+        res = qs.prepare_pool(out_dir, dataset, n)
     except PrepareError as e:
         err.print(f"error: {e}", markup=False, highlight=False)
         raise typer.Exit(2)
-    out.print(histogram(res.summary, bands))
+    out.print(histogram(res.summary, Bands()))
     out.print(outcome_line(res.summary), markup=False, highlight=False)
-    prepared = out_dir / "prepared"
-    out.print(f"training pool: {prepared / 'train.yaml'}  validation: {prepared / 'test.yaml'}  "
-              f"bands: {prepared / 'bands.csv'}, {prepared / 'bands.png'}", markup=False, highlight=False)
+    out.print(qs.pool_line(out_dir), markup=False, highlight=False)
+    prepared, probes = out_dir / qs.PREPARED, probe_plan.output
     import os
 
     from trainer.verl.launch import main as launch
@@ -220,7 +192,7 @@ def quickstart_command(
 
 def _train(out_dir: Path, *, steps: int, k: int, lr: float, control: bool, as_json: bool, progress: bool,
            start: Path | None = None) -> None:
-    from trainer.verl.quickstart_train import StageError, train_loop
+    from trainer.quickstart_train_cli import StageError, train_loop
 
     def say(line: str) -> None:
         err.print(line, markup=False, highlight=False)

@@ -13,24 +13,26 @@ from typing import Annotated, Optional
 
 import typer
 
-from trainer.run_cli import AgentOpt, ConcurrencyOpt, PythonOpt, err, fail
+from trainer.rollout.config import RunConfig, RunPlan
+from trainer.run_cli import err, fail, takes
 
 
+@takes("run", RunConfig, ("python", "agent"), as_dict=True)
+@takes("plan", RunPlan, ("concurrency",), as_dict=True, defaults={"concurrency": 4})
 def reverify_command(
+    run: dict,
+    plan: dict,
     records: Annotated[list[Path], typer.Argument(exists=True, dir_okay=False,
                                                   help="Records files (JSONL) of tbt run / tbt eval.")],
     dataset: Annotated[Optional[Path], typer.Option("--dataset", "-d", exists=True, file_okay=False, help=(
         "The dataset folder the records were played on (records name only its folder name)."))] = None,
     servers: Annotated[Optional[Path], typer.Option("--servers", exists=True, dir_okay=False, help=(
         "ThinkingBox servers.yaml, as the run had it. Default: DATASET/servers.yaml if present."))] = None,
-    python: PythonOpt = None,
-    agent: AgentOpt = None,
     reask_judge: Annotated[bool, typer.Option("--reask-judge", help=(
         "Ask a judge again (--judge, else each record's judge spec) instead of taking its answers from "
         "the record (verdict.judge_calls)."))] = False,
     judge: Annotated[Optional[str], typer.Option("--judge", help=(
         "With --reask-judge: the judge spec (openai:URL#MODEL[,key_env=VAR], synthetic, none)."))] = None,
-    concurrency: ConcurrencyOpt = 4,
     as_json: Annotated[bool, typer.Option("--json", help=(
         'Print one JSON line on stdout (the lines above go to stderr): {"records", "identical", "changed": [...], '
         '"fingerprint_changed", "results_differ", "skipped"}.'))] = False,
@@ -57,6 +59,7 @@ def reverify_command(
     from trainer.rollout.policy import SpecError
     from trainer.rollout.setup import DEFAULT_DOMAINS, make_registry
 
+    python, agent, concurrency = run["python"], run["agent"], plan["concurrency"]
     if judge is not None and not reask_judge:
         fail("error: --judge is the judge to re-ask: give it with --reask-judge")
     try:

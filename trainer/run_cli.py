@@ -6,61 +6,18 @@ Exit codes as the rest of `tbt`: 0 done, 1 episodes left unresolved by system er
 
 from __future__ import annotations
 
-import shutil
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Mapping, NoReturn, Optional
+from typing import Annotated, Any, Callable, Mapping, NoReturn, Optional, Sequence
 
 import typer
 from rich.console import Console
 
+from trainer.rollout.config import POLICY_HELP, ConfigError, RunConfig, resolve  # noqa: F401  (POLICY_HELP: probe words --policy its own way)
+from trainer.rollout.options import declared
+from trainer.rollout.config import RunPlan, RunSpec
 
-POLICY_HELP = """Policy spec. synthetic[:p=0.7,dist=uniform|bimodal|beta:A:B,map=FILE.yaml,seed=N,ask=BOOL,tokenizer=PATH]
-follows the golden actions, deviating with a per-task probability (writes Qwen model text);
-openai:URL#MODEL[,temperature=T,top_p=P,max_tokens=N,timeout=S,retries=N,key_env=VAR,token_ids=1,max_context=N,vllm=1]
-an OpenAI-compatible chat endpoint running no tool parser (key from $TBT_POLICY_API_KEY or key_env);
-tokens:URL#MODEL,tokenizer=PATH[,...] token ids in and out through a completions endpoint (vLLM);
-hf:PATH[,temperature=T,max_tokens=N,dtype=float32] a local transformers model on CPU."""
-USER_HELP = ("Simulated user spec: scripted[:first=TEXT] (replies from the task's user context), "
-             "openai:URL#MODEL[,temperature=T,seed=N,key_env=VAR] (key from $TBT_USER_API_KEY), or none. "
-             "Default: scripted for a synthetic policy, else none (an agent that hands the turn over "
-             "then ends the episode with no_user_llm).")
-JUDGE_HELP = ("Judge spec: openai:URL#MODEL[,key_env=VAR,timeout=S,retries=N], synthetic (answers Yes), none. "
-              "Default: $TBT_JUDGE_URL/$TBT_JUDGE_MODEL when set, else synthetic for a synthetic policy, else none.")
 
-# Options shared by tbt run, probe, eval and quickstart (one definition each).
-UserOpt = Annotated[Optional[str], typer.Option("--user", help=USER_HELP)]
-JudgeOpt = Annotated[Optional[str], typer.Option("--judge", help=JUDGE_HELP)]
-PythonOpt = Annotated[Optional[str], typer.Option("--python", help="Interpreter for {python} in servers.yaml.")]
-StripSourcesOpt = Annotated[bool, typer.Option("--strip-sources", help="Drop world_state.*.sources.")]
-ConcurrencyOpt = Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Episodes in flight.")]
-RetriesOpt = Annotated[int, typer.Option("--retries", min=0, help="Re-runs of a system error in this run.")]
-FamilyOpt = Annotated[str, typer.Option("--family", help="Model family: hermes (Qwen3) or xml (Qwen3-Coder, Qwen3.5+).")]
-ThinkingOpt = Annotated[bool, typer.Option("--thinking/--no-thinking", help="Reasoning on (Qwen enable_thinking).")]
-AgentOpt = Annotated[Optional[str], typer.Option("--agent", help="Agent name (default: the dataset's only one).")]
-MaxTokensTotalOpt = Annotated[Optional[int], typer.Option("--max-episode-tokens", help="Budget: the agent's generated tokens per episode.")]
-MaxSecondsOpt = Annotated[Optional[float], typer.Option("--max-episode-seconds", help="Budget: wall seconds per episode.")]
-MaxContextOpt = Annotated[Optional[int], typer.Option("--max-context", help="Budget: context length in tokens.")]
-MaxAgentTurnsOpt = Annotated[Optional[int], typer.Option("--max-agent-turns", min=1, help=(
-    "Agent turns of a task that sets no max_agent_sim_turns (default 200; training's thinkingbox.max_agent_turns)."))]
-CallTimeoutOpt = Annotated[float, typer.Option("--call-timeout", help="Seconds per tool call (past it: a system error).")]
-UseRayOpt = Annotated[bool, typer.Option("--ray", help="Spread episodes over a Ray cluster (also when RAY_ADDRESS is set).")]
-ProgressOpt = Annotated[bool, typer.Option("--progress/--no-progress", help="Show the progress bar.")]
-SkipInvalidOpt = Annotated[bool, typer.Option("--skip-invalid", help=(
-    "Run the tasks that load when some dataset entries do not (listed); without it any load error is exit 2."))]
-SkipJudgedOpt = Annotated[bool, typer.Option("--skip-judged", help=(
-    "With no judge (--judge none), leave out the tasks whose test asks one (listed) instead of refusing the run."))]
-ConfigOpt = Annotated[Optional[Path], typer.Option("--config", exists=True, dir_okay=False, help=(
-    "The ThinkingBox framework's config.yaml (tb infer --config): its orchestrator.agent_model, user_model and "
-    "judge_model give --policy, --user and --judge (with their sampling and keys; an option given here wins). "
-    "docs/evaluation.md."))]
-AgentViewOpt = Annotated[str, typer.Option("--agent-view", help=(
-    "thinkingbox: the tools and request as the framework sends them (servers' order, titles dropped, "
-    "additionalProperties false, max_completion_tokens); plain: the scenario's order and the servers' schemas."))]
-SamplingOpt = Annotated[Optional[Path], typer.Option("--sampling", exists=True, dir_okay=False, help=(
-    "Sampling config YAML (temperature, top_k, top_p, max_turn_tokens): the policy's defaults. "
-    "Default: configs/sampling.yaml, the one training samples with; a policy spec's options override."))]
 
 
 err = Console(stderr=True, soft_wrap=True, emoji=False)  # no emoji codes: `r.jsonl:100:` stays text
@@ -73,79 +30,93 @@ def fail(msg: str) -> NoReturn:
     raise typer.Exit(2)
 
 
-@dataclass
-class SpecOptions:
-    """The options that say what a run is (shared by tbt run, probe, eval and quickstart): checked
-    and made into the `RunSpec` by `to_spec()` (exit 2 on a bad family, interpreter or sampling file)."""
+def takes(param: str, cls: type, names: Sequence[str], *, as_dict: bool = False,
+          help: Mapping[str, str] | None = None, defaults: Mapping[str, Any] | None = None) -> Callable:
+    """A command's options made from the fields that declare them (trainer/rollout/options.py):
+    the command's parameter `param` is replaced, where it stands in the signature, by one option per
+    field of `names` (a field of `cls`, or of a dataclass field of `cls`: RunConfig's `episode`),
+    and the command is called with the `cls` built from their values (`as_dict`: the values, for a
+    command that builds more than one). `help` and `defaults` word or set an option for this
+    command. A value the dataclass refuses is exit 2, with its message."""
+    import dataclasses
+    import functools
+    import inspect
+    import typing
 
-    dataset: Path
-    policy: str | None
-    test_list: Path | None = None
-    user: str | None = None
-    judge: str | None = None
-    servers: Path | None = None
-    python: str | None = None
-    family: str = "hermes"
-    thinking: bool = True
-    agent: str | None = None
-    max_episode_tokens: int | None = None
-    max_episode_seconds: float | None = None
-    max_context: int | None = None
-    max_agent_turns: int | None = None  # default: EpisodeConfig's cap
-    call_timeout: float = 30.0
-    isolate_tests: bool = False
-    strip_sources: bool = False
-    sampling: Path | None = None  # default: configs/sampling.yaml
-    config: Path | None = None  # the framework's config.yaml: policy, user and judge where not given
-    agent_view: str = "thinkingbox"
+    help, defaults = dict(help or {}), dict(defaults or {})
+    hints = typing.get_type_hints(cls)
+    where: dict[str, tuple[Any, Any, Any]] = {}  # name -> (field, its type, the nested field's name or None)
+    for f in dataclasses.fields(cls):
+        where[f.name] = (f, hints[f.name], None)
+        if dataclasses.is_dataclass(hints[f.name]):
+            sub = typing.get_type_hints(hints[f.name])
+            for g in dataclasses.fields(hints[f.name]):
+                where.setdefault(g.name, (g, sub[g.name], f.name))
 
-    def from_config(self) -> None:
-        """--policy, --user and --judge from --config where they were not given (exit 2 on a bad
-        file, naming its line and key); the file's notes on stderr."""
-        if self.config is None:
-            if self.policy is None:
-                fail("error: give --policy SPEC (or --config thinkingbox.yaml)")
-            return
-        from trainer.rollout.tbconfig import TBConfigError, read_tb_config
+    def parameter(name: str) -> inspect.Parameter:
+        f, tp, _ = where[name]
+        decl = declared(f)
+        if decl is None:
+            raise TypeError(f"{cls.__name__}.{name} declares no command-line option")
+        if typing.get_origin(tp) is typing.Literal or any(typing.get_origin(a) is typing.Literal
+                                                         for a in typing.get_args(tp)):
+            tp = str  # a family: checked by the dataclass's resolve
+        make = typer.Argument if decl["argument"] else functools.partial(typer.Option, *decl["flags"])
+        info = make(help=help.get(name, decl["help"]), **decl["click"])
+        if name in defaults:
+            default = defaults[name]
+        elif decl["cli_default"] is not dataclasses.MISSING:
+            default = decl["cli_default"]
+        elif f.default is not dataclasses.MISSING and not decl["argument"]:  # an argument is required
+            default = f.default
+        else:
+            default = inspect.Parameter.empty
+        return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[tp, info])
 
-        try:
-            c = read_tb_config(self.config)
-        except TBConfigError as e:
-            fail(f"error: --config {e}")
-        for note in c.notes:
-            err.print(f"note  --config {self.config}: {note}", markup=False, highlight=False)
-        self.policy = self.policy or c.policy
-        self.user = self.user or c.user
-        self.judge = self.judge or c.judge
+    def decorate(fn: Callable) -> Callable:
+        sig = inspect.signature(fn, eval_str=True)
+        own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in sig.parameters.values()]
+        at = [p.name for p in own].index(param)
+        made = [parameter(n) for n in names]
 
-    def to_spec(self):
-        from trainer.rollout.episode import EpisodeConfig
-        from trainer.rollout.sampling import SamplingError, load_sampling
-        from trainer.rollout.setup import RunSpec
+        @functools.wraps(fn)
+        def command(**kw: Any) -> Any:
+            values = {n: kw.pop(n) for n in names}
+            if as_dict:
+                return fn(**kw, **{param: values})
+            top = {n: v for n, v in values.items() if where[n][2] is None}
+            for n, v in values.items():
+                if where[n][2] is not None:
+                    top.setdefault(where[n][2], {})[n] = v
+            try:
+                for outer, inner in [(n, v) for n, v in top.items() if isinstance(v, dict)]:
+                    top[outer] = where[outer][1](**inner)
+                built = cls(**top)
+            except (TypeError, ValueError) as e:
+                fail(f"error: {e}")
+            return fn(**kw, **{param: built})
 
-        self.from_config()
-        if self.agent_view not in ("thinkingbox", "plain"):
-            fail(f"error: --agent-view {self.agent_view!r}: expected thinkingbox or plain")
-        if self.family not in ("hermes", "xml"):
-            fail(f"error: --family {self.family!r}: expected hermes or xml")
-        if self.python is not None and shutil.which(self.python) is None:
-            fail(f"error: --python {self.python}: no such executable")
-        try:
-            sampling = load_sampling(self.sampling)
-        except SamplingError as e:
-            fail(f"error: --sampling {e}")
-        default_servers = self.dataset / "servers.yaml"
-        servers = self.servers or (default_servers if default_servers.is_file() else None)
-        return RunSpec(dataset=str(self.dataset.resolve()), policy=self.policy,
-                       test_list=str(self.test_list.resolve()) if self.test_list else None, user=self.user,
-                       judge=self.judge, servers=str(servers.resolve()) if servers else None, python=self.python,
-                       family=self.family, thinking=self.thinking, agent=self.agent,  # type: ignore[arg-type]
-                       config=EpisodeConfig(max_episode_tokens=self.max_episode_tokens,
-                                            max_episode_seconds=self.max_episode_seconds, max_context=self.max_context,
-                                            max_agent_turns=self.max_agent_turns or EpisodeConfig.max_agent_turns,
-                                            call_timeout=self.call_timeout, isolate_tests=self.isolate_tests,
-                                            strip_sources=self.strip_sources, agent_view=self.agent_view),
-                       sampling=sampling)
+        del command.__wrapped__  # typer reads the signature below, not fn's
+        params = own[:at] + made + own[at + 1:]
+        command.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in params}  # evaluated: no names to look up
+        return command
+
+    return decorate
+
+
+RUN_OPTIONS = ("dataset", "policy", "config", "agent_view", "test_list", "user", "judge", "servers", "python",
+               "strip_sources")  # the order tbt run and tbt eval show them in, before the plan's
+BUDGET_OPTIONS = ("family", "thinking", "agent", "max_episode_tokens", "max_episode_seconds", "max_context",
+                  "max_agent_turns", "call_timeout")
+
+
+def to_spec(cfg: RunConfig) -> RunSpec:
+    """`resolve(cfg)` with a bad option made exit 2 (one message) and the config file's notes on stderr."""
+    try:
+        return resolve(cfg, notify=lambda note: err.print(f"note  {note}", markup=False, highlight=False))
+    except ConfigError as e:
+        fail(f"error: {e}")
 
 
 def play(spec, plan, *, identity_hint: str | None = None):
@@ -183,12 +154,7 @@ def play(spec, plan, *, identity_hint: str | None = None):
 
 def report(result, repeat: int, output: Path, *, exit_on_unresolved: bool = True) -> None:
     """The run's tally line, and its unresolved episodes (exit 1 unless told otherwise)."""
-    scored = result.written
-    rate = f"{result.passed / scored:.1%}" if scored else "-"
-    out.print(f"{result.tasks} task(s) × {repeat} = {result.planned} episode(s): {result.already} already recorded, "
-              f"{scored} written now (pass {rate}), {result.attempts_failed} system-error attempt(s), "
-              f"{len(result.unresolved)} unresolved, {result.seconds:.1f} s ({result.rate:.1f} episodes/s) → {output}",
-              markup=False, highlight=False)
+    out.print(result.tally(repeat, output), markup=False, highlight=False)
     if result.unresolved:
         causes = Counter(c for _, _, c in result.unresolved)
         for uid, rep, cause in result.unresolved[:20]:
@@ -275,43 +241,10 @@ def print_domains(spec, repeat: int, output: Path, errors_output: Path | None) -
         out.print(line, markup=False, highlight=False)
 
 
-def run_command(
-    dataset: Annotated[Path, typer.Argument(exists=True, file_okay=False, help="ThinkingBox dataset directory.")],
-    output: Annotated[Path, typer.Option("--output", "-o", dir_okay=False, help="Records (JSONL), appended; resumes.")],
-    policy: Annotated[Optional[str], typer.Option("--policy", help=POLICY_HELP)] = None,
-    config: ConfigOpt = None,
-    agent_view: AgentViewOpt = "thinkingbox",
-    test_list: Annotated[Optional[Path], typer.Option("--test-list", exists=True, dir_okay=False,
-                                                      help="Only the tasks of this list.")] = None,
-    user: UserOpt = None,
-    judge: JudgeOpt = None,
-    servers: Annotated[Optional[Path], typer.Option("--servers", exists=True, dir_okay=False, help=(
-        "ThinkingBox servers.yaml; servers not in it are our in-process domains. "
-        "Default: DATASET/servers.yaml if present."))] = None,
-    python: PythonOpt = None,
-    strip_sources: StripSourcesOpt = False,
-    repeat: Annotated[int, typer.Option("--repeat", "-n", min=1, help="Episodes per task.")] = 1,
-    concurrency: ConcurrencyOpt = 8,
-    errors_output: Annotated[Optional[Path], typer.Option("--errors-output", dir_okay=False, help=(
-        "System-error attempts (JSONL). Default: OUTPUT's name with .errors.jsonl."))] = None,
-    retries: RetriesOpt = 2,
-    seed: Annotated[int, typer.Option("--seed", help="Run seed (each episode's seed derives from it).")] = 0,
-    family: FamilyOpt = "hermes",
-    thinking: ThinkingOpt = True,
-    agent: AgentOpt = None,
-    max_tokens_total: MaxTokensTotalOpt = None,
-    max_seconds: MaxSecondsOpt = None,
-    max_context: MaxContextOpt = None,
-    max_agent_turns: MaxAgentTurnsOpt = None,
-    call_timeout: CallTimeoutOpt = 30.0,
-    isolate: Annotated[bool, typer.Option("--isolate-tests", help="Run test functions in a subprocess.")] = False,
-    sampling: SamplingOpt = None,
-    skip_invalid: SkipInvalidOpt = False,
-    skip_judged: SkipJudgedOpt = False,
-    use_ray: UseRayOpt = False,
-    ray_workers: Annotated[Optional[int], typer.Option("--ray-workers", min=1, help="Ray actors (default: the cluster's CPUs).")] = None,
-    progress: ProgressOpt = True,
-) -> None:
+@takes("run", RunConfig, RUN_OPTIONS + BUDGET_OPTIONS + ("isolate_tests", "sampling"))
+@takes("plan", RunPlan, ("output", "repeat", "concurrency", "errors_output", "retries", "seed", "skip_invalid",
+                         "skip_judged", "use_ray", "ray_workers", "progress"))
+def run_command(plan: RunPlan, run: RunConfig) -> None:
     """Play every task REPEAT times with a policy; append one record per episode to OUTPUT.
 
     Rerunning skips every (uid, repetition) already in OUTPUT and re-runs the rest, so a crash or
@@ -331,19 +264,10 @@ def run_command(
       tbt run data/samples --policy synthetic --repeat 2 --output r.jsonl
       tbt run data/samples --test-list data/samples/lists/toy.yaml --policy synthetic:dist=bimodal,seed=3 -n 4 -o toy-bimodal.jsonl
     """
-    from trainer.rollout.runner import RunPlan
-
-    spec = SpecOptions(dataset, policy, test_list, user=user, judge=judge, servers=servers, python=python, family=family,
-                       thinking=thinking, agent=agent, max_episode_tokens=max_tokens_total,
-                       max_episode_seconds=max_seconds, max_context=max_context, max_agent_turns=max_agent_turns,
-                       call_timeout=call_timeout, isolate_tests=isolate, strip_sources=strip_sources, sampling=sampling,
-                       config=config,
-                       agent_view=agent_view).to_spec()
-    result = play(spec, RunPlan(output=output, repeat=repeat, errors_output=errors_output, concurrency=concurrency,
-                                retries=retries, seed=seed, progress=progress, use_ray=use_ray, ray_workers=ray_workers,
-                                skip_invalid=skip_invalid, skip_judged=skip_judged))
-    report(result, repeat, output, exit_on_unresolved=False)
-    print_domains(spec, repeat, output, errors_output)
+    spec = to_spec(run)
+    result = play(spec, plan)
+    report(result, plan.repeat, plan.output, exit_on_unresolved=False)
+    print_domains(spec, plan.repeat, plan.output, plan.errors_output)
     print_timings(result.timings.to_json(), run_seconds=result.seconds)
     if result.unresolved:
         raise typer.Exit(1)

@@ -7,12 +7,16 @@ from typing import Annotated, Optional
 
 import typer
 
+from trainer.rollout.config import RunConfig
+from trainer.run_cli import takes
 
+
+@takes("run", RunConfig, ("family",), as_dict=True)
 def serve_proxy_command(
+    run: dict,
     upstream: Annotated[str, typer.Option("--upstream", help="The upstream API base URL (vLLM serving the checkpoint).")] = "http://127.0.0.1:8001/v1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8014,
     host: Annotated[str, typer.Option("--host", help="Address to bind (127.0.0.1: this machine only).")] = "127.0.0.1",
-    family: Annotated[str, typer.Option("--family", help="Model family: hermes (Qwen3) or xml (Qwen3-Coder, Qwen3.5+).")] = "hermes",
     model: Annotated[Optional[str], typer.Option("--model", help="Upstream model name (default: the request's).")] = None,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds an upstream completion may take.")] = 600.0,
     record: Annotated[Optional[Path], typer.Option("--record", help="Also append every completion to this JSONL as a parity record (for tbt parity).")] = None,
@@ -37,6 +41,7 @@ def serve_proxy_command(
     from trainer.core.tb_interpret import FAMILIES
     from trainer.serve.proxy import ProxyConfig, build_app
 
+    family = run["family"]
     if family not in FAMILIES:
         typer.echo(f"error: --family {family!r}: expected {' or '.join(FAMILIES)}", err=True)
         raise typer.Exit(2)

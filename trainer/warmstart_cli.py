@@ -1,4 +1,4 @@
-"""`tbt warm-start`: fine-tune a model on the tasks' golden trajectories (trainer/verl/warmstart.py).
+"""`tbt warm-start`: fine-tune a model on the tasks' golden trajectories (trainer/data/warmstart.py).
 
 Exit codes as the rest of `tbt`: 0 done, 1 golden episodes left unresolved by system errors, 2 bad
 input (a path, an option, a dataset error), one message on stderr.
@@ -14,19 +14,21 @@ from typing import Annotated, Optional
 
 import typer
 
-from trainer.run_cli import FamilyOpt, ProgressOpt, SkipInvalidOpt, SpecOptions, err, fail, out, play, report
+from trainer.rollout.config import RunConfig, RunPlan
+from trainer.run_cli import err, fail, out, play, report, takes, to_spec
 
 GOLDEN = "golden.jsonl"  # the golden episodes' records, inside the output directory
 BASE = "base"  # the tiny base model built when --base is not given, inside the output directory
 
 
+@takes("run", RunConfig, ("dataset", "test_list", "family"))
+@takes("plan", RunPlan, ("skip_invalid", "progress"), as_dict=True)
 def warm_start_command(
-    dataset: Annotated[Path, typer.Argument(exists=True, file_okay=False, help="ThinkingBox dataset directory.")],
+    run: RunConfig,
+    plan: dict,
     output: Annotated[Path, typer.Option("--output", "-o", file_okay=False, help=(
         "The checkpoint directory (hf:OUTPUT loads it). It also keeps golden.jsonl (the golden episodes' "
         "records; a rerun reuses them), warm_start.json and, without --base, base/ (the tiny model)."))],
-    test_list: Annotated[Optional[Path], typer.Option("--test-list", exists=True, dir_okay=False,
-                                                      help="Only the tasks of this list.")] = None,
     base: Annotated[Optional[Path], typer.Option("--base", exists=True, file_okay=False, help=(
         "The model to fine-tune (an HF causal LM directory with a Qwen chat tokenizer). "
         "Default: a tiny random Qwen3-architecture model with the real Qwen3 tokenizer, built in OUTPUT/base "
@@ -42,11 +44,8 @@ def warm_start_command(
     batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Trajectories per optimizer step.")] = 1,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the base model, the golden run, the task choice and training.")] = 0,
     threads: Annotated[int, typer.Option("--threads", min=1, help="torch CPU threads.")] = 2,
-    family: FamilyOpt = "hermes",
     force: Annotated[bool, typer.Option("--force", help="Replace a checkpoint already in OUTPUT (and its golden records).")] = False,
-    skip_invalid: SkipInvalidOpt = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as one JSON object (the last line).")] = False,
-    progress: ProgressOpt = True,
 ) -> None:
     """Fine-tune a model on the tasks' golden trajectories, rendered exactly as training renders them.
 
@@ -65,10 +64,10 @@ def warm_start_command(
       tbt warm-start data/samples --test-list data/samples/lists/toy.yaml -o warm --epochs 2
     """
     from trainer.rollout.record import RecordFileError, read_records
-    from trainer.rollout.runner import RunPlan
-    from trainer.verl import warmstart as ws
+    from trainer.data import warmstart as ws
     from trainer.verl.tiny import build_tiny_qwen3
 
+    dataset, test_list, progress = run.dataset, run.test_list, plan["progress"]
     options = ws.TrainOptions(epochs=epochs, learning_rate=lr, batch_size=batch_size, seed=seed, threads=threads,
                               progress=progress)
     try:
@@ -96,11 +95,13 @@ def warm_start_command(
         err.print(f"base  tiny Qwen3 (hidden {hidden}, {layers} layers) → {base}", markup=False, highlight=False)
     golden = output / GOLDEN
     t0 = time.perf_counter()
-    spec = SpecOptions(dataset, ws.golden_policy(base.resolve()), test_list, family=family).to_spec()
+    import dataclasses
+
+    spec = to_spec(dataclasses.replace(run, policy=ws.golden_policy(base.resolve())))
     from trainer.domains.kit import pinned_wall_clock
 
     with pinned_wall_clock():
-        result = play(spec, RunPlan(output=golden, repeat=1, seed=seed, progress=progress, skip_invalid=skip_invalid))
+        result = play(spec, RunPlan(output=golden, repeat=1, seed=seed, **plan))
     report(result, 1, golden)
     golden_seconds = time.perf_counter() - t0
     try:

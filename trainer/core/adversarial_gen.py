@@ -17,7 +17,7 @@ import json
 import random
 from typing import Sequence
 
-from trainer.core.tb_render import Family
+from trainer.core.tb_render import DEFAULT_FAMILY, Family
 
 MB = 1 << 20
 DEPTHS = (10, 63, 64, 65, 100, 499, 500, 1000, 2000, 5000, 10000)
@@ -140,7 +140,7 @@ KINDS = ("surrogate_text", "surrogate_json", "deep_json", "deep_json_truncated",
 BIG_KINDS = ("huge_content", "huge_value", "many_calls", "huge_think", "markup_soup", "spaces_lt", "deep_json")
 
 
-def generate(n: int, *, seed: int = 0, family: Family = "hermes", names: Sequence[str] = ("find_member",),
+def generate(n: int, *, seed: int = 0, family: Family = DEFAULT_FAMILY, names: Sequence[str] = ("find_member",),
              big_every: int = 100) -> list[tuple[str, str]]:
     """`n` (kind, text) adversarial outputs (module docstring); one in `big_every` is about 1 MB
     (0: none)."""

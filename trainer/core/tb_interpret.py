@@ -61,7 +61,7 @@ from trainer.core.tb_values import (  # noqa: F401  (MAX_DEPTH, valid_unicode: r
     valid_unicode,
 )
 from trainer.core.tb_render import (  # noqa: F401  (FAMILIES, STOP_TOKENS, render, ...: re-exported)
-    FAMILIES, STOP_TOKENS, Family, InterpretError, TokenTrajectory, check_family, merge_system, render,
+    DEFAULT_FAMILY, FAMILIES, STOP_TOKENS, Family, InterpretError, TokenTrajectory, check_family, merge_system, render,
     turn_ended, turn_text,
 )
 
@@ -513,7 +513,7 @@ def parse_response(response: Mapping[str, Any], **kw: Any) -> Completion:
 
 
 __all__ = [
-    "Completion", "ToolCall", "Tool", "Toolset", "InterpretError", "Family", "FAMILIES",
+    "Completion", "ToolCall", "Tool", "Toolset", "InterpretError", "Family", "FAMILIES", "DEFAULT_FAMILY",
     "parse", "parse_ids", "parse_response", "response_text", "split_reasoning", "schema_types", "valid_unicode",
     "MAX_CALLS", "MAX_DEPTH",
     "render", "merge_system", "TokenTrajectory", "turn_text",

@@ -38,6 +38,7 @@ from typing import Any, Iterable, Literal, Mapping, Sequence
 
 Family = Literal["hermes", "xml"]
 FAMILIES: tuple[Family, ...] = ("hermes", "xml")  # the one list of model families (tb_interpret, parity)
+DEFAULT_FAMILY: Family = FAMILIES[0]  # the family of a run that names none (Qwen3's markup)
 
 IM_START, IM_END, END_OF_TEXT = "<|im_start|>", "<|im_end|>", "<|endoftext|>"
 STOP_TOKENS = (IM_END, END_OF_TEXT)  # a generated turn ends with either (see the module docstring)

@@ -5,7 +5,9 @@ returns a fresh in-process `MCPServer` with its own session state; call it once 
 `domain(name)` returns the `Domain` object itself (tools, snapshot, golden cache).
 
 To add a domain: a package `trainer/domains/<name>/` exposing `DOMAIN = Domain(...)`, and one
-line in `_MODULES`. Modules are imported on first use, so listing domains costs nothing.
+line in `_MODULES`. Modules are imported on first use, so listing domains costs nothing. A domain
+whose tools live in modules of their own defines `DOMAIN` in its `domain.py`, which they import
+(the package imports them and re-exports `DOMAIN`: no module imports its package back).
 """
 
 from __future__ import annotations

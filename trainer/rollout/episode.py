@@ -58,33 +58,12 @@ from trainer.env.sandbox.mcp_host import Sandbox, SandboxError, ServerRegistry, 
 from trainer.env.taskformat.tasks import Agent, Task
 from trainer.rollout import agentview
 from trainer.rollout.http import EndpointError
+from trainer.rollout.config import EpisodeConfig  # noqa: F401  (declared with a run's options; re-exported)
 from trainer.rollout.policy import EpisodeInfo, Policy, PolicyError, PolicySession
 from trainer.rollout.record import EpisodeRecord
 from trainer.rollout.user import SimulatedUser, UserError, UserTurn
 
 DONE = "<DONE>"
-
-
-@dataclass
-class EpisodeConfig:
-    """Per-episode settings shared by every episode of a run. None: no limit."""
-
-    max_episode_tokens: int | None = None  # the agent's generated tokens over the episode
-    max_episode_seconds: float | None = None  # wall time of the episode
-    max_context: int | None = None  # prompt + conversation in tokens (default: the policy's)
-    max_response_tokens: int | None = None  # token path: everything after the prompt (verl's response_length)
-    call_timeout: float = 30.0  # one tool call (a hang past it is a system error)
-    open_timeout: float = 60.0  # opening a server session
-    isolate_tests: bool = False  # run test functions in a subprocess (untrusted datasets)
-    strip_sources: bool = False  # drop world_state `sources` (docs/sandbox.md, knowledge bases)
-    max_agent_turns: int | None = 200  # the agent-turn cap of a task that sets no max_agent_sim_turns
-    max_empty_turns: int = 3  # empty or reasoning-only turns in a row that are asked again; one more ends it
-    agent_view: str = "thinkingbox"  # the tools and request as the framework sends them, or "plain" (agentview.py)
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.max_empty_turns, int) or self.max_empty_turns < 0:
-            raise ValueError(f"max_empty_turns must be 0 or more, not {self.max_empty_turns!r}")
-        agentview.check_style(self.agent_view)
 
 
 @dataclass

@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from trainer.core import redact as _redact_mod
+from trainer.core.redact import redact, register
 from trainer.core.retry_after import retry_after
 
 
@@ -38,7 +38,7 @@ class Endpoint:
     max_retry_after_s: float = 60.0  # the longest wait a Retry-After header gets
 
     def __post_init__(self) -> None:
-        _redact_mod.register(self.api_key)
+        register(self.api_key)
 
     def where(self) -> str:
         return str(httpx.URL(self.url).copy_with(username=None, password=None, query=None))
@@ -49,10 +49,9 @@ class Endpoint:
     def client(self) -> httpx.AsyncClient:
         return httpx.AsyncClient(base_url=self.url.rstrip("/"), headers=self.headers(), timeout=self.timeout_s)
 
-    def redact(self, text: str) -> str:
+    def scrub(self, text: str) -> str:
         """`text` without this endpoint's key or any other secret (trainer/core/redact.py)."""
-        text = text.replace(self.api_key, _redact_mod.MARK) if self.api_key else text
-        return _redact_mod.redact(text)
+        return redact(text, values=(self.api_key,))
 
 
 async def post_json(endpoint: Endpoint, client: httpx.AsyncClient, path: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -65,23 +64,23 @@ async def post_json(endpoint: Endpoint, client: httpx.AsyncClient, path: str, bo
         try:
             r = await client.post(path, json=body)
         except httpx.HTTPError as e:
-            last = endpoint.redact(f"{type(e).__name__}: {e}" if str(e) else type(e).__name__)
+            last = endpoint.scrub(f"{type(e).__name__}: {e}" if str(e) else type(e).__name__)
             continue
         if r.status_code == 429 or r.status_code >= 500:
             asked = retry_after(r, endpoint.max_retry_after_s)
             last = f"HTTP {r.status_code}" + (f", Retry-After {asked:g} s" if asked is not None else "")
             continue
         if r.status_code >= 400:
-            raise EndpointError(endpoint.redact(f"{endpoint.where()}{path} answered HTTP {r.status_code}: "
-                                                f"{r.text[:300]}"))
+            raise EndpointError(endpoint.scrub(f"{endpoint.where()}{path} answered HTTP {r.status_code}: "
+                                               f"{r.text[:300]}"))
         try:
             data = r.json()
         except ValueError:
-            raise EndpointError(endpoint.redact(f"{endpoint.where()}{path} answered a body that is not JSON: "
-                                                f"{r.text[:200]!r}")) from None
+            raise EndpointError(endpoint.scrub(f"{endpoint.where()}{path} answered a body that is not JSON: "
+                                               f"{r.text[:200]!r}")) from None
         if not isinstance(data, dict):
-            raise EndpointError(endpoint.redact(f"{endpoint.where()}{path} answered JSON that is not an object: "
-                                                f"{r.text[:200]!r}"))
+            raise EndpointError(endpoint.scrub(f"{endpoint.where()}{path} answered JSON that is not an object: "
+                                               f"{r.text[:200]!r}"))
         return data
     raise EndpointError(f"{endpoint.where()}{path} failed after {endpoint.retries + 1} attempts ({last})")
 
@@ -97,8 +96,8 @@ async def probe(endpoint: Endpoint, path: str, body: dict[str, Any], *, timeout_
             try:
                 r = await client.post(path, json=body)
             except httpx.HTTPError as e:
-                raise EndpointError(endpoint.redact(f"{where} is unreachable ({type(e).__name__}"
-                                                    f"{': ' + str(e) if str(e) else ''})")) from None
+                raise EndpointError(endpoint.scrub(f"{where} is unreachable ({type(e).__name__}"
+                                                   f"{': ' + str(e) if str(e) else ''})")) from None
             if r.status_code >= 500 and attempt == 0:
                 await asyncio.sleep(1.0)
                 continue
@@ -107,7 +106,7 @@ async def probe(endpoint: Endpoint, path: str, body: dict[str, Any], *, timeout_
         return
     why = {401: "the key was refused", 403: "the key was refused", 404: "no such path or model",
            405: "no such path"}.get(r.status_code, "it cannot serve requests")
-    raise EndpointError(endpoint.redact(f"{where} answered HTTP {r.status_code} ({why}): {r.text[:200]}"))
+    raise EndpointError(endpoint.scrub(f"{where} answered HTTP {r.status_code} ({why}): {r.text[:200]}"))
 
 
 class LoopClient:

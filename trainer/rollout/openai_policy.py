@@ -156,8 +156,8 @@ class _Connection(LoopClient):
     """The policy's `LoopClient`, with the policy's fault message."""
 
     def fault(self, path: str, what: str, data: Any) -> PolicyError:
-        return PolicyError(self.endpoint.redact(f"policy endpoint: {self.endpoint.where()}{path} answered {what}: "
-                                                f"{str(data)[:200]}"))
+        return PolicyError(self.endpoint.scrub(f"policy endpoint: {self.endpoint.where()}{path} answered {what}: "
+                                               f"{str(data)[:200]}"))
 
 
 def _endpoint_identity(endpoint: Endpoint, model: str, sampling: SamplingParams,

@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Any, Awaitable, Callable, Mapping, Sequence
 
-from trainer.core.tb_interpret import FAMILIES, Family
+from trainer.core.tb_interpret import DEFAULT_FAMILY, FAMILIES, Family
 
 
 class PolicyError(RuntimeError):
@@ -75,6 +75,18 @@ class SamplingParams:
     top_k: int | None = None  # None: off (all tokens)
     max_tokens: int = 4096  # per turn
 
+    def to_verl(self) -> dict[str, Any]:
+        """verl's rollout sampling (`actor_rollout_ref.rollout.*`; top_k off is -1 there); the
+        tokens per turn are training's own (`thinkingbox.max_turn_tokens`)."""
+        return {"temperature": self.temperature, "top_p": self.top_p, "top_k": -1 if self.top_k is None else self.top_k}
+
+    @classmethod
+    def from_verl(cls, params: Mapping[str, Any], max_tokens: int) -> SamplingParams:
+        """The inverse of `to_verl`: verl's per-sample sampling parameters (top_k <= 0: off)."""
+        top_k = params.get("top_k")
+        return cls(temperature=float(params.get("temperature", 1.0)), top_p=float(params.get("top_p", 1.0)),
+                   top_k=int(top_k) if top_k is not None and int(top_k) > 0 else None, max_tokens=max_tokens)
+
 
 class PolicySession:
     """One episode's use of a policy (a session may keep state across turns)."""
@@ -95,7 +107,7 @@ class Policy:
     max_context: int | None = None  # the model's context length in tokens, when known
     synthetic = False
 
-    def __init__(self, *, family: Family = "hermes", thinking: bool = True,
+    def __init__(self, *, family: Family = DEFAULT_FAMILY, thinking: bool = True,
                  sampling: SamplingParams | None = None):
         if family not in FAMILIES:
             raise SpecError(f"family must be one of {', '.join(FAMILIES)}, not {family!r}")

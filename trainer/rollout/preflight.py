@@ -68,7 +68,7 @@ async def check_endpoints(setup: Any, *, timeout_s: float = 10.0) -> None:
         if isinstance(res, EndpointError):
             problems.append(f"{role} endpoint: {res}")
         elif isinstance(res, BaseException):
-            problems.append(ep.redact(f"{role} endpoint: {ep.where()}: {type(res).__name__}: {res}"))
+            problems.append(ep.scrub(f"{role} endpoint: {ep.where()}: {type(res).__name__}: {res}"))
     if problems:
         raise PreflightError([*problems, "nothing was run: fix the endpoint(s) above (or their specs) and run again"])
 

@@ -72,6 +72,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from trainer.core.redact import redact
+from trainer.core.tb_interpret import DEFAULT_FAMILY
 from trainer.core.timings import Breakdown
 
 RECORD_VERSION = 1
@@ -86,7 +87,7 @@ class EpisodeRecord:
     seed: int
     scenario: str = ""
     fingerprint: str = ""
-    family: str = "hermes"
+    family: str = DEFAULT_FAMILY
     attempt: int = 0
     sampling: dict[str, Any] = field(default_factory=dict)
     budgets: dict[str, Any] = field(default_factory=dict)

@@ -58,21 +58,12 @@ from trainer.env.errors import DatasetError
 from trainer.env.taskformat.tasks import Task
 from trainer.rollout.episode import EpisodeSetup, run_episode
 from trainer.rollout.identity import Identity, check_file, dataset_block, of_setup, run_block, stamp
-from trainer.rollout.policy import stable_seed
+from trainer.rollout.config import RunPlan, episode_seed, step_seed  # noqa: F401  (declared with a run's options; re-exported)
 from trainer.rollout.preflight import check_endpoints, refuse_judged
 from trainer.rollout.record import EpisodeRecord, RecordWriter, read_records
-from trainer.rollout.setup import RunSpec, build_setup, close_setup, load_run_dataset
+from trainer.rollout.setup import RunSpec, build_setup, close_setup, load_run_dataset, role_names
 
 Execute = Callable[[Task, int, int, int], Awaitable[EpisodeRecord]]  # (task, repetition, seed, attempt)
-
-
-def episode_seed(run_seed: int, uid: str, repetition: int) -> int:
-    return stable_seed("episode", run_seed, uid, repetition)
-
-
-def step_seed(run_seed: int, step: int) -> int:
-    """The run seed of training step `step` (each step's groups draw new episode seeds)."""
-    return stable_seed("step", run_seed, step)
 
 
 async def play_with_retries(play: Callable[[int], Awaitable[EpisodeRecord]], *, retries: int, first_attempt: int = 0,
@@ -109,26 +100,6 @@ def default_errors_path(output: str | Path) -> Path:
 
 
 @dataclass
-class RunPlan:
-    """How a run plays its spec's tasks (the options `tbt run`, `tbt probe`, `tbt eval` and
-    `tbt quickstart` share)."""
-
-    output: Path  # scored records (JSONL), appended; a rerun resumes
-    repeat: int = 1  # episodes per task
-    errors_output: Path | None = None  # system-error attempts (default: OUTPUT.errors.jsonl)
-    concurrency: int = 8  # episodes in flight
-    retries: int = 2  # re-runs of a system error in this run
-    seed: int = 0  # the run seed (each episode's seed derives from it)
-    progress: bool = False  # a progress bar on stderr
-    use_ray: bool = False  # spread episodes over a Ray cluster (also when RAY_ADDRESS is set)
-    ray_workers: int | None = None  # Ray actors (default: the cluster's CPUs)
-    only: frozenset[str] | None = None  # play only these uids
-    skip_invalid: bool = False  # run the tasks that load when some entries do not (else: refuse)
-    skip_judged: bool = False  # with no judge, leave out the tasks that ask one (else: refuse them)
-    preflight: bool = True  # one cheap request to each endpoint before the first episode
-
-
-@dataclass
 class RunResult:
     tasks: int = 0  # tasks played (after `only`)
     load_errors: list[str] = field(default_factory=list)  # dataset entries that did not load
@@ -147,6 +118,13 @@ class RunResult:
     @property
     def rate(self) -> float:
         return (self.written + self.attempts_failed) / self.seconds if self.seconds else 0.0
+
+    def tally(self, repeat: int, output: str | Path) -> str:
+        """The run's one-line tally, as every command that plays a run prints it."""
+        rate = f"{self.passed / self.written:.1%}" if self.written else "-"
+        return (f"{self.tasks} task(s) × {repeat} = {self.planned} episode(s): {self.already} already recorded, "
+                f"{self.written} written now (pass {rate}), {self.attempts_failed} system-error attempt(s), "
+                f"{len(self.unresolved)} unresolved, {self.seconds:.1f} s ({self.rate:.1f} episodes/s) → {output}")
 
 
 def local_execute(setup: EpisodeSetup) -> Execute:
@@ -353,11 +331,7 @@ def run_identity(spec: RunSpec, setup: EpisodeSetup, tasks: Sequence[Task], *, s
     """The identity of a run's records (trainer/rollout/identity.py) over the dataset's `tasks`
     (as loaded, the test list applied), the defaults of its user and judge resolved as
     `build_setup` resolves them."""
-    user = spec.user if spec.user is not None else ("scripted" if setup.policy.synthetic else "none")
-    judge = spec.judge
-    if judge is None:
-        kind = setup.judge_identity.get("kind")
-        judge = "$TBT_JUDGE_URL" if kind == "openai" else str(kind)
+    user, judge = role_names(spec.user, spec.judge, setup.judge_identity, synthetic_policy=setup.policy.synthetic)
     block = run_block(policy=spec.policy, user=user, judge=judge, seed=seed,
                       dataset=dataset_block(tasks, spec.dataset, spec.test_list))
     return of_setup(setup, block)

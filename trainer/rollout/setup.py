@@ -34,42 +34,17 @@ from typing import Any, Mapping
 import httpx
 
 from trainer.core.redact import register as register_secret
-from trainer.core.tb_interpret import Family
+from trainer.core.tb_interpret import DEFAULT_FAMILY, Family
 from trainer.env.grading.judge import ChatJudge, Judge, JudgeConfig
 from trainer.env.sandbox.mcp_host import ServerRegistry
 from trainer.env.taskformat.tasks import Dataset, load_dataset
-from trainer.rollout.episode import EpisodeConfig, EpisodeSetup
+from trainer.rollout.config import DEFAULT_DOMAINS, RunSpec  # noqa: F401  (declared with a run's options; re-exported)
+from trainer.rollout.episode import EpisodeSetup
 from trainer.rollout.http import Endpoint
 from trainer.rollout.policy import Policy, SamplingParams, SpecError, no_more, option, split_spec
 from trainer.rollout.synthetic import SyntheticJudge, SyntheticPolicy
 from trainer.rollout.user import ChatUser, PromptError, ScriptedUser, SimulatedUser, load_prompts
 
-DEFAULT_DOMAINS = "trainer.domains:DOMAINS"
-
-
-@dataclass
-class RunSpec:
-    dataset: str
-    policy: str
-    test_list: str | None = None
-    user: str | None = None
-    judge: str | None = None
-    servers: str | None = None  # a servers.yaml
-    python: str | None = None  # the interpreter for {python} in servers.yaml
-    domains: str | None = DEFAULT_DOMAINS  # import path of {name: factory}; None: no internal servers
-    family: Family = "hermes"
-    thinking: bool = True
-    agent: str | None = None
-    config: EpisodeConfig = field(default_factory=EpisodeConfig)
-    sampling: SamplingParams = field(default_factory=SamplingParams)  # the policy's defaults
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> RunSpec:
-        """The inverse of `to_dict` (a Ray worker rebuilds the driver's spec)."""
-        return cls(**{**d, "config": EpisodeConfig(**d["config"]), "sampling": SamplingParams(**d["sampling"])})
 
 
 def resolve(path: str) -> Any:
@@ -87,7 +62,7 @@ def make_registry(*, servers: str | None, python: str | None, domains: str | Non
     return ServerRegistry(domains=found)
 
 
-def make_policy(spec: str, *, family: Family = "hermes", thinking: bool = True, sampling: SamplingParams | None = None,
+def make_policy(spec: str, *, family: Family = DEFAULT_FAMILY, thinking: bool = True, sampling: SamplingParams | None = None,
                 env: Mapping[str, str] | None = None, request_style: str = "thinkingbox") -> Policy:
     """The policy a spec string names (trainer/rollout/policy.py; `tbt run --help` lists the
     options); `sampling` gives the defaults of its sampling options."""
@@ -172,6 +147,22 @@ def _chat_identity(cfg: JudgeConfig) -> dict[str, Any]:
             "max_tokens": cfg.max_tokens, "seed": cfg.seed}
 
 
+def default_user(user: str | None, *, synthetic_policy: bool) -> str | None:
+    """The user spec a run plays: `user`, else scripted for a synthetic policy, else None (no user)."""
+    return user if user is not None else ("scripted" if synthetic_policy else None)
+
+
+def role_names(user: str | None, judge: str | None, judge_identity: Mapping[str, Any], *,
+               synthetic_policy: bool) -> tuple[str, str]:
+    """The user and judge as a run's identity names them (trainer/rollout/identity.py), their
+    defaults resolved as `build_setup` resolves them: a judge from the environment is
+    `$TBT_JUDGE_URL` (its URL can change without the run changing)."""
+    if judge is None:
+        kind = judge_identity.get("kind")
+        judge = "$TBT_JUDGE_URL" if kind == "openai" else str(kind)
+    return default_user(user, synthetic_policy=synthetic_policy) or "none", judge
+
+
 def load_run_dataset(spec: RunSpec) -> Dataset:
     return load_dataset(spec.dataset, test_list=spec.test_list)
 
@@ -180,7 +171,7 @@ def build_setup(spec: RunSpec, dataset: Dataset) -> EpisodeSetup:
     """Everything the episodes of a run share, from its spec (raises `SpecError` on a bad spec)."""
     policy = make_policy(spec.policy, family=spec.family, thinking=spec.thinking, sampling=spec.sampling,
                          request_style=spec.config.agent_view)
-    user = make_user(spec.user if spec.user is not None else ("scripted" if policy.synthetic else None))
+    user = make_user(default_user(spec.user, synthetic_policy=policy.synthetic))
     judge, judge_id = make_judge(spec.judge, synthetic_policy=policy.synthetic)
     registry = make_registry(servers=spec.servers, python=spec.python, domains=spec.domains)
     return EpisodeSetup(registry, dataset.agent(spec.agent), policy, user, judge, judge_id, spec.config)
@@ -196,5 +187,5 @@ async def close_setup(setup: EpisodeSetup) -> None:
     setup.registry.close()
 
 
-__all__ = ["DEFAULT_DOMAINS", "RunSpec", "build_setup", "close_setup", "load_run_dataset", "make_judge",
-           "make_policy", "make_registry", "make_user", "resolve"]
+__all__ = ["DEFAULT_DOMAINS", "RunSpec", "build_setup", "close_setup", "default_user", "load_run_dataset", "make_judge",
+           "make_policy", "make_registry", "make_user", "resolve", "role_names"]

@@ -278,8 +278,8 @@ class ChatUser(SimulatedUser):
         try:
             msg = data["choices"][0]["message"]
         except (KeyError, IndexError, TypeError):
-            raise UserError(self.endpoint.redact(f"user endpoint {self.endpoint.where()} answered without "
-                                                 f"choices[0].message: {str(data)[:200]}")) from None
+            raise UserError(self.endpoint.scrub(f"user endpoint {self.endpoint.where()} answered without "
+                                                f"choices[0].message: {str(data)[:200]}")) from None
         content = msg.get("content") if isinstance(msg, dict) else None
         usage = data.get("usage") or {}
         return UserReply(clean_reply(content if isinstance(content, str) else None),

@@ -54,7 +54,7 @@ PASSED_THROUGH = ("temperature", "top_p", "top_k", "max_tokens", "seed", "stop",
 @dataclass
 class ProxyConfig:
     upstream: str  # base URL of the upstream OpenAI-compatible API, e.g. http://127.0.0.1:8001/v1
-    family: ti.Family = "hermes"
+    family: ti.Family = ti.DEFAULT_FAMILY
     model: str | None = None  # upstream model name (default: the request's)
     timeout_s: float = 600.0
     ready_timeout_s: float = 5.0

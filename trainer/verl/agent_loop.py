@@ -73,11 +73,13 @@ from typing import Any
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput
 
+from trainer.rollout.config import dispatch_seed, group_seed
 from trainer.rollout.episode import run_episode
 from trainer.rollout.identity import run_block
 from trainer.rollout.policy import Generation, PolicyError, SamplingParams, TokenClientPolicy, stable_seed
 from trainer.rollout.record import EpisodeRecord
 from trainer.rollout.runner import episode_seed, play_with_retries, step_seed, writable
+from trainer.rollout.setup import role_names
 from trainer.verl.env import TBConfig, worker_env
 
 log = logging.getLogger(__name__)
@@ -209,10 +211,8 @@ class ThinkingBoxAgentLoop(AgentLoopBase):
         pinned = None if extra.get("seed") is None else int(extra["seed"])
         seed = member_seed(self.tb.seed, row, member)
         sampling = rollout_sampling(sampling_params, self.tb.max_turn_tokens)
-        kind = env.judge_identity.get("kind")
-        run_fields = dict(policy=f"verl:{self.model_name}", user=self.tb.user or "none",
-                          judge=self.tb.judge or ("$TBT_JUDGE_URL" if kind == "openai" else str(kind)),
-                          dataset=env.dataset_block(path))
+        user, judge = role_names(self.tb.user, self.tb.judge, env.judge_identity, synthetic_policy=False)
+        run_fields = dict(policy=f"verl:{self.model_name}", user=user, judge=judge, dataset=env.dataset_block(path))
 
         versions: dict[int, PolicyVersions] = {}
         steps: dict[int, int] = {}
@@ -275,10 +275,10 @@ def member_seed(seed: int, row: dict[str, Any], member: int) -> int:
     """A group member's episode seed, `episode_seed(base, task uid, member)`. The base is a row's
     `extra_info.seed` (pinned: the same episodes wherever the row comes); else the step's run seed
     (`step_seed(seed, step)`) where verl passes the step; else, as the step is known only once the
-    first turn comes back (`episode_step`), the group's: `stable_seed("group", seed, uid)` of verl's
+    first turn comes back (`episode_step`), the group's: `group_seed(seed, uid)` of verl's
     group uid (the fully-async rollouter's `uid_sample_<epoch>_<n>`, the same in every run of a
     config); else step 0's. Unless pinned, the row's `dispatch` (the dataset's number for the row,
-    trainer/verl/dataset.py) is mixed in, `stable_seed("dispatch", base, dispatch)`: verl refills a
+    trainer/verl/dataset.py) is mixed in, `dispatch_seed(base, dispatch)`: verl refills a
     group with the same step and members 0..n-1, maybe of a task the step already played, and the
     refill must not replay that group token for token (seeded requests). A validation row
     (`extra_info.split`) is never refilled and keeps the step's seed, whatever validation pass
@@ -289,11 +289,11 @@ def member_seed(seed: int, row: dict[str, Any], member: int) -> int:
     if row.get("global_steps") is not None:
         base = step_seed(seed, int(row["global_steps"]))
     elif row.get("uid") is not None:
-        base = stable_seed("group", seed, str(row["uid"]))
+        base = group_seed(seed, str(row["uid"]))
     else:
         base = step_seed(seed, 0)
     if row.get("dispatch") is not None and extra.get("split") != "validation":
-        base = stable_seed("dispatch", base, int(row["dispatch"]))
+        base = dispatch_seed(base, int(row["dispatch"]))
     return episode_seed(base, extra["uid"], member)
 
 
@@ -312,10 +312,7 @@ def episode_step(row_step: int | None, versions: PolicyVersions, served: int | N
 
 def rollout_sampling(sampling_params: dict[str, Any], max_turn_tokens: int) -> SamplingParams:
     """verl's per-sample sampling parameters as the episode's `SamplingParams` (top_k <= 0: off)."""
-    top_k = sampling_params.get("top_k")
-    return SamplingParams(temperature=float(sampling_params.get("temperature", 1.0)),
-                          top_p=float(sampling_params.get("top_p", 1.0)),
-                          top_k=int(top_k) if top_k is not None and int(top_k) > 0 else None, max_tokens=max_turn_tokens)
+    return SamplingParams.from_verl(sampling_params, max_turn_tokens)
 
 
 def records_paths(cfg: TBConfig, step: int, *, validation: bool) -> tuple[Path, Path] | None:

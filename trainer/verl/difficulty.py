@@ -27,7 +27,8 @@ that posterior moving:
 
 State, trace and checkpoints: `to_json()` / `from_json()` hold every task's (a, b), its prior,
 its group count, the step, and the trace: the posterior mean of every task after every step
-(`trace_png` plots it). trainer/verl/difficulty_verl.py plugs this into verl.
+(`trace_png` plots it; `python -m trainer.difficulty_cli STATE.json OUT.png` from the command line).
+trainer/verl/difficulty_verl.py plugs this into verl.
 """
 
 from __future__ import annotations
@@ -287,30 +288,5 @@ def trace_png(state_json: Mapping[str, Any], uids: Sequence[str] | None = None) 
     return figure_png(fig)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m trainer.verl.difficulty STATE.json OUT.png [UID ...]`: plot a saved state's trace."""
-    import argparse
-
-    ap = argparse.ArgumentParser(description=main.__doc__)
-    ap.add_argument("state", type=Path)
-    ap.add_argument("out", type=Path)
-    ap.add_argument("uids", nargs="*")
-    a = ap.parse_args(argv)
-    try:
-        st = DifficultyState.load(a.state)
-    except DifficultyError as e:
-        print(f"error: {e}")
-        return 2
-    unknown = sorted(set(a.uids) - set(st.beliefs))
-    if unknown:
-        print(f"error: {a.state}: no task(s) {', '.join(unknown)}")
-        return 2
-    a.out.write_bytes(trace_png(st.to_json(), a.uids or None))
-    return 0
-
-
 __all__ = ["Belief", "DifficultyConfig", "DifficultyError", "DifficultyState", "STATE_FORMAT", "beta_moment",
            "jeffreys", "mixed_probability", "read_probe_counts", "trace_png"]
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -6,10 +6,11 @@ line; configs/ sets it in YAML). It is `tbt run`'s options for training: every f
 `RunSpec` (trainer/rollout/setup.py) but the dataset and policy (the prepared rows name the task;
 the policy is the model verl trains), of its `EpisodeConfig` (trainer/rollout/episode.py) but
 the response window (verl's `rollout.response_length`), and of its `RunPlan`'s `retries` and
-`seed`, under the same names and with the same defaults (tests/test_verl_on_cpu.py checks), plus
-what only training has (`max_turn_tokens`, `records`, `records_dir`). `TBConfig.run_spec()` and
-`episode_config()` give the run's own types back, and the world is built by the same functions
-as `tbt run`'s (`make_registry`, `make_user`, `make_judge`).
+`seed`, under the same names and with the same defaults, plus
+what only training has (`max_turn_tokens`, `records`, `records_dir`, `seed_requests`). The block's
+fields are made from the classes that declare them (`SHARED`), so a run option is declared once;
+`episode_config()` gives the run's own type back, and the world is built by the same functions as
+`tbt run`'s (`make_registry`, `make_user`, `make_judge`).
 
 verl builds a new agent-loop instance for every sample, so what is costly to build (datasets
 loaded and compiled, the registry, the user and judge clients, compiled tool schemas) is built
@@ -24,7 +25,8 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import asdict, dataclass, field, fields
+import typing
+from dataclasses import asdict, dataclass, field, fields, make_dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -41,32 +43,16 @@ RENAMED = {"member_retries": "retries"}  # keys of older configs -> their name n
 MAX_GROUPS = 4096  # groups whose member count a worker keeps (WorkerEnv.member)
 
 
+# what the block shares with a run, by the names and defaults of the classes that declare them
+SHARED = ((RunSpec, ("user", "judge", "servers", "python", "domains", "family", "thinking", "agent")),
+          (EpisodeConfig, tuple(f.name for f in fields(EpisodeConfig) if f.name != "max_response_tokens")),
+          (RunPlan, ("retries", "seed")))
+
+
 @dataclass(frozen=True)
-class TBConfig:
-    # what the run is (RunSpec's names and defaults)
-    user: str | None = RunSpec.user  # simulated user spec (trainer/rollout/setup.py make_user); None: no user
-    judge: str | None = RunSpec.judge  # judge spec (make_judge); None: $TBT_JUDGE_URL, else none
-    servers: str | None = RunSpec.servers  # a ThinkingBox servers.yaml for external servers
-    python: str | None = RunSpec.python  # {python} in servers.yaml
-    domains: str | None = RunSpec.domains  # internal servers (import path)
-    family: str = RunSpec.family  # model family whose markup tb_interpret reads
-    thinking: bool = RunSpec.thinking
-    agent: str | None = RunSpec.agent  # agent name in the dataset (default: its only one)
-    # the episode's budgets (EpisodeConfig's names and defaults)
-    max_episode_tokens: int | None = EpisodeConfig.max_episode_tokens  # the agent's generated tokens per episode
-    max_episode_seconds: float | None = EpisodeConfig.max_episode_seconds
-    max_context: int | None = EpisodeConfig.max_context  # prompt + conversation in tokens
-    call_timeout: float = EpisodeConfig.call_timeout  # one tool call (past it: a system error)
-    open_timeout: float = EpisodeConfig.open_timeout  # opening a server session
-    isolate_tests: bool = EpisodeConfig.isolate_tests  # test functions in a subprocess
-    strip_sources: bool = EpisodeConfig.strip_sources
-    max_agent_turns: int | None = EpisodeConfig.max_agent_turns  # the cap of a task that sets none
-    max_empty_turns: int = EpisodeConfig.max_empty_turns  # empty/reasoning-only turns in a row re-asked
-    agent_view: str = EpisodeConfig.agent_view  # the tools as the framework shows them, or "plain"
-    # how members are played (RunPlan's names and defaults)
-    retries: int = RunPlan.retries  # re-runs of a group member that ends in a system error
-    seed: int = RunPlan.seed  # the run seed; step N's episodes derive theirs from step_seed(seed, N)
-    # training only
+class TrainingFields:
+    """What only training has; `TBConfig` adds a run's fields (`SHARED`) to these."""
+
     max_turn_tokens: int = field(default_factory=lambda: load_sampling().max_tokens)  # per model turn (sampling.yaml)
     records: bool = True  # write every episode's record (`records_dir`/step_<N>.jsonl)
     records_dir: str | None = None  # default: trainer.default_local_dir/records
@@ -75,8 +61,12 @@ class TBConfig:
     # seed (the CPU rollout; vLLM does, with per-request generators: a slower sampler)
     seed_requests: bool = False
 
+
+class TrainingConfig(TrainingFields):
+    """The block's methods (`TBConfig` is this with a run's fields added)."""
+
     @classmethod
-    def from_trainer(cls, config: Mapping[str, Any] | Any) -> TBConfig:
+    def from_trainer(cls, config: Mapping[str, Any] | Any) -> Any:
         """The `thinkingbox` block of verl's config (a DictConfig or a dict); unknown keys are an
         error naming them. `records_dir` defaults to `trainer.default_local_dir`/records."""
         block = config.get("thinkingbox") if hasattr(config, "get") else None
@@ -97,15 +87,23 @@ class TBConfig:
     def key(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
 
-    def run_spec(self, dataset: str, policy: str = "verl") -> RunSpec:
-        """The `RunSpec` of this block for a dataset (what `tbt run` would be given)."""
-        names = {f.name for f in fields(RunSpec)} - {"dataset", "policy", "test_list", "config", "sampling"}
-        return RunSpec(dataset=dataset, policy=policy, config=self.episode_config(None),
-                       **{n: getattr(self, n) for n in names})  # type: ignore[arg-type]
-
     def episode_config(self, max_response_tokens: int | None) -> EpisodeConfig:
         names = {f.name for f in fields(EpisodeConfig)} - {"max_response_tokens"}
         return EpisodeConfig(max_response_tokens=max_response_tokens, **{n: getattr(self, n) for n in names})
+
+
+def _shared() -> list[tuple[str, Any, Any]]:
+    out = []
+    for cls, names in SHARED:
+        hints, declared = typing.get_type_hints(cls), {f.name: f for f in fields(cls)}
+        out += [(n, hints[n], field(default=declared[n].default)) for n in names]
+    return out
+
+
+TBConfig = make_dataclass("TBConfig", _shared(), bases=(TrainingConfig,), frozen=True)
+TBConfig.__module__ = __name__  # pickled by name to Ray workers
+TBConfig.__doc__ = ("The `thinkingbox` block: a run's user, judge, servers, family and episode settings under their "
+                    "own names and defaults (`SHARED`), and training's own (`TrainingFields`).")
 
 
 def _plain(block: Any) -> dict[str, Any]:
@@ -193,4 +191,4 @@ def worker_env(cfg: TBConfig) -> WorkerEnv:
     return _built(cfg.key())
 
 
-__all__ = ["MAX_GROUPS", "RENAMED", "TBConfig", "WorkerEnv", "worker_env"]
+__all__ = ["MAX_GROUPS", "RENAMED", "SHARED", "TBConfig", "TrainingFields", "WorkerEnv", "worker_env"]

@@ -1,47 +1,40 @@
-"""Per-step episode metrics from a rollout batch (what the training loop logs to wandb and the console).
+"""Per-step episode metrics (what the training loop logs to the console, wandb and metrics.jsonl).
 
-`step_metrics(non_tensor_batch, group_ids)` reads the `reward_extra_info` fields the agent loop
-puts into verl's batch (one value per trajectory: score, passed, end_reason, system_error_reruns,
-tool_calls, parse_failures, generated_tokens, episode_seconds, truncated) and returns flat
-`thinkingbox/...` metrics: reward mean, the share of zero-variance groups (all members the same
-reward: DAPO replaces them), members re-run after system errors, parse failures per episode,
-the share of each end reason, tokens and wall seconds per episode, the share truncated.
-Dropped (failed) groups and DAPO replacements are counted by verl's replay buffer itself
-(`training/rollout_failure/evicted_samples`, `training/filter_groups/evicted_samples`).
+`step_metrics(infos, prefix)` aggregates the `reward_extra_info` of a step's sampled trajectories
+(one dict per trajectory, as the agent loop puts it into `extra_fields`: score, passed, end_reason,
+system_error_reruns, parse_failures, tool_calls, generated_tokens, episode_seconds, truncated, ...)
+into flat metrics: `{prefix}/episode/{field}/mean` for a numeric field (the reward mean is
+`training/episode/score/mean`), `{prefix}/episode/{field}/{value}` (the share of trajectories) for a
+text one (`training/episode/end_reason/done`, ...); a field of mixed kinds is left out.
+
+It is the one implementation: verl's replay buffer calls it every step (patch 0001,
+trainer/verl/patches/0001-replay-buffer.patch, `ReplayBuffer._episode_metrics`: sync and async), so
+what a test or an offline analysis computes here is what training logs. Dropped (failed) groups and
+DAPO replacements are counted by verl's replay buffer itself (`training/rollout_failure/evicted_samples`,
+`training/filter_groups/evicted_samples`). Imported by patched verl: numpy and the standard library only.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 
 
-def step_metrics(batch: Mapping[str, Sequence[Any]], group_ids: Sequence[Any]) -> dict[str, float]:
-    n = len(group_ids)
-    if n == 0:
-        return {}
-    col = {k: list(batch[k]) for k in ("score", "end_reason", "system_error_reruns", "parse_failures",
-                                       "generated_tokens", "episode_seconds", "truncated", "tool_calls") if k in batch}
+def step_metrics(infos: Iterable[Mapping[str, Any]], prefix: str = "training") -> dict[str, float]:
+    """The metrics of one step's trajectories, each given by its `reward_extra_info` (module docstring)."""
+    values: dict[str, list] = defaultdict(list)
+    for info in infos:
+        for field, value in info.items():
+            values[field].append(value)
     out: dict[str, float] = {}
-    scores = [float(x) for x in col.get("score", [])]
-    if scores:
-        out["thinkingbox/reward_mean"] = float(np.mean(scores))
-        groups: dict[Any, list[float]] = defaultdict(list)
-        for g, s in zip(group_ids, scores):
-            groups[g].append(s)
-        out["thinkingbox/zero_variance_group_share"] = float(np.mean([len(set(v)) == 1 for v in groups.values()]))
-    for key, name in (("system_error_reruns", "members_rerun"), ("parse_failures", "parse_failures")):
-        if key in col:
-            out[f"thinkingbox/{name}_total"] = float(sum(col[key]))
-    for key, name in (("parse_failures", "parse_failures_per_episode"), ("generated_tokens", "tokens_per_episode"),
-                      ("episode_seconds", "episode_seconds"), ("truncated", "truncated_share"),
-                      ("tool_calls", "tool_calls_per_episode")):
-        if key in col:
-            out[f"thinkingbox/{name}"] = float(np.mean([float(x) for x in col[key]]))
-    for reason, k in Counter(col.get("end_reason", [])).items():
-        out[f"thinkingbox/end_reason/{reason}"] = k / n
+    for field, vs in values.items():
+        if all(isinstance(v, (bool, int, float, np.number)) for v in vs):
+            out[f"{prefix}/episode/{field}/mean"] = float(np.mean([float(v) for v in vs]))
+        elif all(isinstance(v, str) for v in vs):
+            for value, count in Counter(vs).items():
+                out[f"{prefix}/episode/{field}/{value}"] = count / len(vs)
     return out
 
 

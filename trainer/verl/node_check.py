@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from trainer.verl.launch import plan
+from trainer.verl.config_read import plan
 from trainer.verl.nodes import HEAD_MARKER, NodeSpec, checks, describe, node_report, spec_of
 from trainer.verl.preflight import LaunchError
 

@@ -3,6 +3,8 @@ composed verl config is checked against before anything starts, each a `Check`, 
 one run. Two kinds (`Check.site`): the inputs of the launch site (variables, files, the user and
 judge models, their keys, the checkpoint `trainer.resume_mode=auto` would load), which `DRY_RUN=true` lists as `need`, and the config checks (topology,
 batch and micro-batch sizes, the checkpoint directory, the fully-async trainer's asserts).
+`Entry` / `ENTRIES`: the verl trainers a launch runs (a `split` one has the fully-async rules), here
+so that both the launch's composition (trainer/verl/config_read.py) and the preflight read them.
 """
 
 from __future__ import annotations
@@ -11,20 +13,37 @@ import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from trainer.verl import checkpoint as ck
 
-if TYPE_CHECKING:
-    from trainer.verl.launch import Entry
-
 ROOT = Path(__file__).resolve().parents[2]
-_UNSET_RE = re.compile(r"<unset:([A-Za-z_][A-Za-z0-9_]*)>")  # a `${env:NAME}` still waiting for NAME (launch._UNSET)
+_UNSET_RE = re.compile(r"<unset:([A-Za-z_][A-Za-z0-9_]*)>")  # a `${env:NAME}` still waiting for NAME (config_read._UNSET)
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")  # org/name: a Hugging Face model id, not a local path
 
 
 class LaunchError(ValueError):
     """A configuration that must not be launched (the message names the key or variable)."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A verl trainer the launch runs: its module, and the Hydra config (under the verl package)
+    its `@hydra.main` composes, which the launch composes offline too."""
+
+    module: str
+    config_dir: tuple[str, ...]
+    config_name: str
+    split: bool = False  # rollout and trainer on their own GPUs (rollout.*, async_training.*)
+    # where its config's `hydra.searchpath` points (`pkg://verl.trainer.config`), given to the
+    # offline compose as a directory: resolving pkg:// would import all of verl (torch) first
+    searchpath: tuple[str, ...] | None = None
+
+
+ENTRIES = {"ppo": Entry("verl.trainer.main_ppo", ("trainer", "config"), "ppo_trainer"),
+           "fully_async": Entry("verl.experimental.fully_async_policy.fully_async_main",
+                                ("experimental", "fully_async_policy", "config"), "fully_async_ppo_trainer", split=True,
+                                searchpath=("trainer", "config"))}
 
 
 def render(v: Any) -> str:

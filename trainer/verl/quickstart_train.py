@@ -1,40 +1,22 @@
-"""`tbt quickstart --train`: the whole learning loop on a laptop's CPU, each stage the command
-docs/training.md shows, run in order, resumable, with progress:
-
-1. warm start   `tbt warm-start` of a tiny Qwen3 on the laptop pool's golden trajectories (OUT/warm)
-2. base eval    `tbt eval` of the warm start, k attempts per task (OUT/base.jsonl, OUT/base.agg.json):
-                also the probes whose Jeffreys bands pick the tasks GRPO trains on
-3. GRPO         `scripts/run_train.sh` with configs/laptop_grpo.yaml: verl's trainer, N steps
-                (OUT/checkpoints, its metrics.jsonl the reward per step)
-4. merge        `tbt checkpoint merge --full-precision` of the last step (OUT/trained)
-5. trained eval `tbt eval` of it, as the base (OUT/trained.jsonl, OUT/trained.agg.json); both
-                evaluations two turns at a time on one model (`hf:...,threads=2,slots=2`)
-6. compare      `tbt compare --json` and `tbt report --training` (OUT/report.html)
-
-Both evaluations end an episode at the agent-turn cap GRPO ends its episodes at (the training
-config's `thinkingbox.max_agent_turns`, `agent_turn_cap`; the summary's `max_agent_turns`): the base
-evaluation's records are also the probes that pick GRPO's tasks, and a pass rate measured with
-another cap than training's is a pass rate on other episodes (`tbt eval`'s own default is 200).
-Both play the float32 weights the rollouts played: the warm start as written, and the
-trained step as verl's checkpoint manager saved it beside the shards (configs/laptop_grpo.yaml
-saves `hf_model`). Not verl's merger: it casts to bfloat16, and a few GRPO steps move this tiny
-model's weights by less than bfloat16's rounding (after 4 steps at lr 5e-4 the rounding error's
-norm was 3.5x the update's), so a bfloat16 comparison measures the rounding. A stage whose
-output is complete is kept on a rerun (the evaluations resume their records); a failing stage
-stops the run with its exit code and the tail of its log (OUT/logs/STAGE.log).
+"""The laptop learning loop's pieces of this layer (`tbt quickstart --train`, whose stages
+trainer/quickstart_train_cli.py runs in order): its plan (`TrainPlan`: steps, k, learning rates,
+the control, a run to start from), the stage runner (`Runner`: each stage a process of its own,
+its output in OUT/logs/STAGE.log, its progress said, a failing stage a `StageError` with its exit
+code and the tail of its log), and what the GRPO stage reads of the laptop config
+(configs/laptop_grpo.yaml) as the launch reads it: the agent-turn cap its episodes end at
+(`agent_turn_cap`, which both evaluations play to), the pool of tasks its `prepare:` step bands
+from the base evaluation (`pool_tasks`: GRPO's batch) and its algorithm (`algorithm`).
 """
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 ROOT = Path(__file__).resolve().parents[2]
 LAPTOP_LIST = ROOT / "data" / "samples" / "lists" / "laptop.yaml"
@@ -73,32 +55,6 @@ class TrainPlan:
         return "grpo_permuted" if self.control else self.estimator
 
 
-def tbt(*args: Any) -> list[str]:
-    return [sys.executable, "-m", "trainer.cli", *map(str, args)]
-
-
-def _records(path: Path) -> int:
-    try:
-        return sum(1 for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
-    except OSError:
-        return 0
-
-
-def _steps(metrics: Path) -> int:
-    """Steps logged so far (a step logged again after a resume counts once)."""
-    try:
-        lines = metrics.read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return 0
-    steps = set()
-    for line in lines:
-        try:
-            steps.add(json.loads(line)["step"])
-        except (ValueError, KeyError, TypeError):
-            continue  # a line being written
-    return len(steps)
-
-
 class Runner:
     def __init__(self, plan: TrainPlan, say: Callable[[str], None]):
         self.plan, self.say = plan, say
@@ -113,13 +69,13 @@ class Runner:
         self.env = {WALL_CLOCK_ENV: os.environ.get(WALL_CLOCK_ENV, "").strip() or "session"}
 
     def stage(self, i: int, name: str, cmd: list[str], *, env: dict[str, str] | None = None,
-              watch: Callable[[], str] | None = None) -> None:
+              watch: Callable[[], str] | None = None, shown: Sequence[str] | None = None) -> None:
+        """Run `cmd` as stage `i`, said as `shown` (default: `cmd`), its output appended to its log."""
         self.logs.mkdir(parents=True, exist_ok=True)
         log = self.logs / f"{i}-{name.replace(' ', '-')}.log"
-        shown_cmd = ["tbt", *cmd[3:]] if cmd[:3] == tbt() else cmd
-        self.say(f"[{i}/6] {name}: {' '.join(shown_cmd)}  (log {log})")
+        self.say(f"[{i}/6] {name}: {' '.join(map(str, shown or cmd))}  (log {log})")
         t0 = time.monotonic()
-        shown = ""
+        progress = ""
         with log.open("ab") as f:  # a rerun adds to the log of the run before it
             f.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(map(str, cmd))}\n".encode())
             f.flush()
@@ -127,9 +83,9 @@ class Runner:
             while p.poll() is None:
                 time.sleep(2)
                 now = watch() if watch else ""
-                if self.plan.progress and now and now != shown:
+                if self.plan.progress and now and now != progress:
                     self.say(f"[{i}/6] {name}: {now} ({time.monotonic() - t0:.0f} s)")
-                    shown = now
+                    progress = now
         self.seconds[name] = round(time.monotonic() - t0, 1)
         if p.returncode:
             tail = log.read_text(encoding="utf-8", errors="replace").splitlines()[-25:]
@@ -146,32 +102,18 @@ def agent_turn_cap(env: Mapping[str, str], config: Path = ROOT / CONFIG) -> int:
     """The agent-turn cap of the training config's episodes (`+thinkingbox.max_agent_turns`, which
     the launch hands verl as it is; the episode's default cap where the config sets none)."""
     from trainer.rollout.episode import EpisodeConfig
-    from trainer.verl.launch import read_config
+    from trainer.verl.config_read import read_config
 
     cfg = read_config(config, env)
     return int(cfg.get("+thinkingbox.max_agent_turns", cfg.get("thinkingbox.max_agent_turns",
                                                                  EpisodeConfig.max_agent_turns)))
 
 
-def eval_command(plan: TrainPlan, model: Path, label: str, turns: int) -> list[str]:
-    """`tbt eval` of `model` as both evaluations run it: the laptop list, k attempts per task, the
-    laptop sampling, training's agent-turn cap, records and agg.json under the loop's directory;
-    two turns at once on the one model, two threads each (each turn draws from its own seeded
-    generator: the same ids as one at a time; 94 s for the 64 episodes on 2 cores, against 102 s for
-    one single-thread model per core on Ray's local workers, whose start is most of the difference)."""
-    return tbt("eval", plan.dataset, "--test-list", plan.test_list, "--policy",
-               f"hf:{model},dtype=float32,threads=2,slots=2",
-               "--sampling", ROOT / "configs" / "sampling_laptop.yaml", "--user", "scripted",
-               "--judge", "synthetic", "-n", plan.k, "--seed", plan.seed, "--max-agent-turns", turns,
-               "-o", plan.out / f"{label}.jsonl", "--aggregate-output", plan.out / f"{label}.agg.json",
-               "--label", label, "--no-progress")
-
-
 def pool_tasks(run: Runner, env: dict[str, str], config: Path = ROOT / CONFIG) -> int:
     """The tasks GRPO trains on: the config's `prepare:` step (the Jeffreys bands of the base
     evaluation's records, data/prepare_data.py) run as the launch runs it, its pool counted. None
     is a stop: no task has mixed verdicts, so every group would have zero variance."""
-    from trainer.verl.launch import PREPARE, read_config
+    from trainer.verl.config_read import PREPARE, read_config
 
     full = {**os.environ, **env}
     log = run.logs / "3-GRPO.log"
@@ -191,102 +133,14 @@ def pool_tasks(run: Runner, env: dict[str, str], config: Path = ROOT / CONFIG) -
     return n
 
 
-def train_loop(plan: TrainPlan, say: Callable[[str], None]) -> dict[str, Any]:
-    """The six stages (module docstring); the summary of the comparison."""
-    out = plan.out.resolve()
-    plan.out = out
-    out.mkdir(parents=True, exist_ok=True)
-    run = Runner(plan, say)
-    n_tasks = sum(1 for line in plan.test_list.read_text(encoding="utf-8").splitlines() if line.strip().startswith("- "))
-    episodes = n_tasks * plan.k
-    warm, trained = out / "warm", out / "trained"
-    ckpt = out / "checkpoints"
-    metrics = ckpt / "metrics.jsonl"
-    env = {"LAPTOP_DIR": str(out), "CKPT_DIR": str(ckpt), "STEPS": str(plan.steps), "SAVE_FREQ": "1",
-           "LR": str(plan.lr), "ADV": plan.adv_estimator, "CONFIG": CONFIG, "EXPERIMENT": "quickstart-train"}
-    turns = agent_turn_cap({**os.environ, **env})
-
-    def evaluate(i: int, name: str, model: Path, label: str) -> Path:
-        records = out / f"{label}.jsonl"
-        run.stage(i, name, eval_command(plan, model, label, turns),
-                  watch=lambda: f"{min(_records(records), episodes)}/{episodes} episodes")
-        return out / f"{label}.agg.json"
-
-    if plan.start is not None:
-        src = plan.start.resolve()
-        base_agg, base_records = src / "base.agg.json", src / "base.jsonl"
-        if not ((src / "warm" / "config.json").is_file() and base_agg.is_file() and base_records.is_file()):
-            raise StageError(f"{src}: no finished warm start and base evaluation to start from "
-                             "(warm/config.json, base.jsonl, base.agg.json)", 2)
-        if not (warm / "config.json").is_file():  # GRPO trains from OUT/warm (configs/laptop_grpo.yaml)
-            shutil.copytree(src / "warm", warm, dirs_exist_ok=True)
-        run.kept(1, "warm start", src / "warm", "the run this one starts from")
-        run.kept(2, "base evaluation", base_agg, "the run this one starts from")
-    else:
-        if (warm / "config.json").is_file():
-            run.kept(1, "warm start", warm)
-        else:
-            run.stage(1, "warm start", tbt("warm-start", plan.dataset, "--test-list", plan.test_list, "-o", warm,
-                                           "--epochs", plan.epochs, "--lr", plan.warm_lr, "--seed", plan.seed,
-                                           "--no-progress"))
-        base_agg, base_records = evaluate(2, "base evaluation", warm, "base"), out / "base.jsonl"
-    probes = out / "probes.jsonl"
-    probes.write_bytes(base_records.read_bytes())  # the prepare step bands these (configs/laptop_grpo.yaml)
-
-    last = ckpt / f"global_step_{plan.steps}"
-    if last.is_dir():
-        run.kept(3, "GRPO", last)
-    else:
-        # every pool task in every step, one update over all their groups (configs/laptop_grpo.yaml),
-        # unless the caller set BATCH
-        if os.environ.get("BATCH"):
-            env["BATCH"] = os.environ["BATCH"]
-        else:  # pool_tasks runs the config's prepare step: the launch then only checks the pool it made
-            env.update(BATCH=str(pool_tasks(run, {**env, **run.env})), SKIP_PREPARE="true")
-        run.stage(3, "GRPO", ["bash", str(ROOT / "scripts" / "run_train.sh"), *plan.overrides], env=env,
-                  watch=lambda: f"step {min(_steps(metrics), plan.steps)}/{plan.steps} done")
-    if (trained / "config.json").is_file():
-        run.kept(4, "merge", trained)
-    else:
-        run.stage(4, "merge", tbt("checkpoint", "merge", ckpt, "--step", plan.steps, "--target", trained, "--full-precision"))
-    cand_agg = evaluate(5, "trained evaluation", trained, "trained")
-
-    say(f"[6/6] compare: tbt compare {base_agg} {cand_agg} --json")
-    res = subprocess.run(tbt("compare", base_agg, cand_agg, "--json", "--seed", plan.seed), cwd=ROOT,
-                         capture_output=True, text=True)
-    if res.returncode:
-        raise StageError(f"compare failed (exit {res.returncode}): {res.stderr.strip()[-2000:]}", res.returncode)
-    (out / "compare.json").write_text(res.stdout, encoding="utf-8")
-    cmp = json.loads(res.stdout)
-    report = out / "report.html"
-    run.stage(6, "report", tbt("report", base_agg, cand_agg, "--html", report, "--training", metrics))
-    from trainer.verl.trainlog import curve, read
-
-    return {"algorithm": algorithm(plan), "lr": plan.lr, "control": plan.control, "overrides": list(plan.overrides),
-            **verdict(cmp), "steps": plan.steps,
-            "k": plan.k, "max_agent_turns": turns,
-            "reward_per_step": [r["score"] for r in curve(read(metrics))],
-            "report": str(report), "seconds": run.seconds, "total_seconds": round(sum(run.seconds.values()), 1)}
-
-
-def verdict(cmp: Mapping[str, Any]) -> dict[str, Any]:
-    """What the summary takes from `tbt compare --json`: pass@1 of both runs (Table 1) and compare's
-    one verdict on the change (`change`: trainer/eval/compare.py), `delta`, `delta_interval`,
-    `distinguishable`, the `method` and the `pairing` of the attempts, over `tasks` tasks."""
-    pass1 = next(r for r in cmp["table1"] if r["metric"].startswith("pass@1"))
-    ch = cmp["change"]
-    return {"base_pass_at_1": pass1["base"]["share"], "trained_pass_at_1": pass1["candidate"]["share"],
-            "delta": ch["delta"], "delta_interval": ch["delta_interval"], "distinguishable": ch["distinguishable"],
-            "method": ch["method"], "pairing": ch["pairing"], "tasks": ch["tasks"]}
-
-
 def algorithm(plan: TrainPlan, config: Path = ROOT / CONFIG) -> dict[str, Any]:
     """What the GRPO stage trains with, as the launch reads the laptop config: the advantage
     estimator this plan sets and the loss aggregation."""
-    from trainer.verl.launch import read_config
+    from trainer.verl.config_read import read_config
 
     cfg = read_config(config, {"LR": str(plan.lr), "ADV": plan.adv_estimator})
     return {"adv_estimator": cfg["algorithm.adv_estimator"], "loss_agg_mode": cfg["actor_rollout_ref.actor.loss_agg_mode"]}
 
 
-__all__ = ["StageError", "TrainPlan", "agent_turn_cap", "algorithm", "eval_command", "train_loop", "verdict"]
+__all__ = ["CONFIG", "LAPTOP_LIST", "ROOT", "Runner", "StageError", "TrainPlan", "agent_turn_cap", "algorithm",
+           "pool_tasks"]

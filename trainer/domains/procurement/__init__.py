@@ -15,23 +15,7 @@ The clock is fixed at 2025-09-15 10:00 UTC (`seed.NOW`, a Monday).
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from trainer.domains.kit import Domain
-from trainer.domains.procurement.seed import NOW, SEED_ROWS
-
-HERE = Path(__file__).parent
-
-DOMAIN = Domain(
-    "procurement",
-    schema=(HERE / "schema.sql").read_text(encoding="utf-8"),
-    seed=SEED_ROWS,
-    policy=(HERE / "policy.md").read_text(encoding="utf-8"),
-    now=NOW,
-    policy_tool="search_procurement_policy",  # distinct from other domains: they may share a scenario
-    instructions="Brightwater Manufacturing: requisitions, purchase orders, receipts, supplier invoices and stock.",
-)
-
-from trainer.domains.procurement import payables, purchasing, stock  # noqa: E402,F401  (declare the tools)
+from trainer.domains.procurement import payables, purchasing, stock  # noqa: F401  (declare the tools)
+from trainer.domains.procurement.domain import DOMAIN
 
 create_server = DOMAIN.create_server

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from trainer.domains.kit import Session, ToolError
-from trainer.domains.procurement import DOMAIN
 from trainer.domains.procurement.common import INVOICE_ID, MONEY, PO_ID, SUPPLIER_ID, TEXT, cents, supplier
+from trainer.domains.procurement.domain import DOMAIN
 
 
 def _invoice(db: Session, invoice_id: str) -> dict[str, Any]:

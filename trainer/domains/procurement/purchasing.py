@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from trainer.domains.kit import Session, ToolError
-from trainer.domains.procurement import DOMAIN
 from trainer.domains.procurement.common import (
     EMPLOYEE_ID, ID, ITEM_ID, PO_ID, QTY, REQ_ID, SUPPLIER_ID, TEXT, WAREHOUSE_ID, active_employee, cents,
     po_lines, supplier,
 )
+from trainer.domains.procurement.domain import DOMAIN
 
 STATUSES = ["draft", "pending_approval", "approved", "rejected", "ordered", "cancelled"]
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from trainer.domains.kit import Session, ToolError
-from trainer.domains.procurement import DOMAIN
 from trainer.domains.procurement.common import (
     EMPLOYEE_ID, ITEM_ID, PO_ID, PO_LINE_ID, QTY, TEXT, WAREHOUSE_ID, active_employee, add_stock, cents, po_lines,
 )
+from trainer.domains.procurement.domain import DOMAIN
 
 
 @DOMAIN.tool("Record goods that arrived against a purchase order: [{po_line_id, quantity}] received now. "

@@ -13,23 +13,7 @@ The clock is fixed at 2025-06-16 14:00 UTC (`seed.NOW`; a Monday in June: coolin
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from trainer.domains.kit import Domain
-from trainer.domains.property.seed import NOW, SEED_ROWS
-
-HERE = Path(__file__).parent
-
-DOMAIN = Domain(
-    "property",
-    schema=(HERE / "schema.sql").read_text(encoding="utf-8"),
-    seed=SEED_ROWS,
-    policy=(HERE / "policy.md").read_text(encoding="utf-8"),
-    now=NOW,
-    policy_tool="search_property_policy",  # distinct from other domains: they may share a scenario
-    instructions="Northgate Residential: tenants, leases, rent ledger, deposits, work orders and vendors.",
-)
-
-from trainer.domains.property import accounts, maintenance  # noqa: E402,F401  (declare the tools)
+from trainer.domains.property import accounts, maintenance  # noqa: F401  (declare the tools)
+from trainer.domains.property.domain import DOMAIN
 
 create_server = DOMAIN.create_server

@@ -6,10 +6,10 @@ from datetime import timedelta
 from typing import Any
 
 from trainer.domains.kit import Session, ToolError
-from trainer.domains.property import DOMAIN
 from trainer.domains.property.common import (
     DATE, ID, MONEY, PHONE, balance, cents, lease, now_stamp, parse_date, tenant,
 )
+from trainer.domains.property.domain import DOMAIN
 from trainer.domains.property.seed import add_months
 
 LEASE_ID = {**ID, "description": "Lease id, e.g. L-0042."}

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from trainer.domains.kit import Session, ToolError
-from trainer.domains.property import DOMAIN
 from trainer.domains.property.common import (
     ID, PHONE, PRIORITIES, PROPERTY_ID, TRADES, UNIT_ID, VENDOR_ID, due_by, now_stamp, tenant,
 )
+from trainer.domains.property.domain import DOMAIN
 
 WO_ID = {**ID, "description": "Work order id, e.g. WO-0042."}
 OPEN = ("open", "assigned", "in_progress")

@@ -17,23 +17,7 @@ so this server can share a scenario with another domain's. The clock is fixed at
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from trainer.domains.kit import Domain
-from trainer.domains.telecom.seed import NOW, SEED_ROWS
-
-HERE = Path(__file__).parent
-
-DOMAIN = Domain(
-    "telecom",
-    schema=(HERE / "schema.sql").read_text(encoding="utf-8"),
-    seed=SEED_ROWS,
-    policy=(HERE / "policy.md").read_text(encoding="utf-8"),
-    now=NOW,
-    instructions="Brightwave Mobile: billing accounts, lines, plans, add-ons, usage, bills, credits and ports.",
-    policy_tool="search_billing_policy",  # distinct from other domains: they may share a scenario
-)
-
-from trainer.domains.telecom import billing, lines  # noqa: E402,F401  (declare the tools)
+from trainer.domains.telecom import billing, lines  # noqa: F401  (declare the tools)
+from trainer.domains.telecom.domain import DOMAIN
 
 create_server = DOMAIN.create_server

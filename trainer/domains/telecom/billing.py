@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from trainer.domains.kit import ID, Session, ToolError
-from trainer.domains.telecom import DOMAIN
 from trainer.domains.telecom.common import (
     ACCOUNT_ID, CUSTOMER_ID, DATE, LINE_ID, MONEY, NUMBER, account, balance, bills_with_status, cents,
     current_cycle, digits, now_stamp, parse_date, past_due,
 )
+from trainer.domains.telecom.domain import DOMAIN
 
 CATEGORY = {"type": "string", "enum": ["plan_change", "addon", "billing_error", "fraud", "goodwill"]}
 REASON = {"type": "string", "minLength": 1, "maxLength": 500}

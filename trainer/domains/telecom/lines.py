@@ -6,8 +6,8 @@ import hashlib
 from typing import Any
 
 from trainer.domains.kit import ID, Session, ToolError
-from trainer.domains.telecom import DOMAIN
 from trainer.domains.telecom.common import ACCOUNT_ID, DATE, LINE_ID, NUMBER, account, digits, line
+from trainer.domains.telecom.domain import DOMAIN
 
 PLAN_ID = {**ID, "description": "Plan id, e.g. PL-20."}
 

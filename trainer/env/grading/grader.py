@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainer.core.redact import without_secrets
 from trainer.env.grading.chat_types import Text, as_messages
 from trainer.env.grading.context import Judge, TestContext, ToolCall, ToolCallRecord
 from trainer.env.grading.judge import ASKING_METHODS, JudgeAmbiguous, JudgeUnavailable
@@ -257,8 +258,7 @@ def grade_in_subprocess(task: Any, ctx: TestContext, judge: Judge, fixtures: dic
            "judge_evaluates": getattr(judge, "evaluates", True)}
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(Path(__file__).parents[3]),
                                                                     os.environ.get("PYTHONPATH")) if p)}
-    for key in [k for k in env if "API_KEY" in k or "TOKEN" in k or "SECRET" in k]:
-        env.pop(key)  # the child never needs credentials: judge questions come back here
+    env = without_secrets(env)  # the child never needs credentials: judge questions come back here
     # the test's prints go to a file: a pipe nobody reads while waiting would fill and hang the child
     errlog = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
     proc = subprocess.Popen([sys.executable, "-m", "trainer.env.grading.grader"], stdin=subprocess.PIPE,

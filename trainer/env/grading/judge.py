@@ -57,7 +57,7 @@ from typing import Any
 
 import httpx
 
-from trainer.core.redact import MARK, redact
+from trainer.core.redact import redact
 from trainer.core.retry_after import retry_after
 from trainer.env.grading.chat_types import Message, Text, as_messages
 
@@ -310,8 +310,7 @@ class ChatJudge(Judge):
     def _redact(self, text: str) -> str:
         """`text` without the judge's key, any registered secret or an echoed auth header
         (trainer/core/redact.py), at the source: a judge error reaches records and logs."""
-        key = self.config.api_key
-        return redact((text.replace(key, MARK) if key else text))
+        return redact(text, values=(self.config.api_key,))
 
 
 def _wire(m: Message) -> dict[str, str]:

@@ -10,8 +10,10 @@
   `qwen3_5` (configs/cpu_smoke_qwen3_5.yaml): the reference run's family, a tiny
   `Qwen3_5ForConditionalGeneration` (hybrid Gated-DeltaNet/attention layers, a vision tower, the
   XML tool-call template). A model already in DIR/model of another family is an error, not reused.
-- DIR/quickstart: `tbt quickstart --out-dir DIR/quickstart` (the prepared pool:
-  prepared/train.parquet, prepared/test.parquet).
+- DIR/quickstart: the quickstart's pool, `python -m trainer.data.quickstart --out-dir DIR/quickstart`
+  (the sample tasks probed by the synthetic policy, then data preparation, as `tbt quickstart` does
+  them: prepared/train.parquet, prepared/test.parquet); a process of its own, as trainer/data is a
+  package of this one's layer (trainer/verl does not import it).
 - CKPT_DIR, created (verl's file logger writes CKPT_DIR/metrics.jsonl before any checkpoint).
 Each is built once; an existing one is kept.
 """
@@ -29,9 +31,10 @@ MODELS = {"qwen3": build_tiny_qwen3, "qwen3_5": build_tiny_qwen3_5}  # --model: 
 
 
 def quickstart(out: Path) -> Path:
+    """The quickstart's pool in `out` (trainer/data/quickstart.py), made once."""
     out = Path(out)
     if not (out / "prepared" / "train.parquet").is_file():
-        subprocess.run([sys.executable, "-m", "trainer.cli", "quickstart", "--out-dir", str(out)], check=True)
+        subprocess.run([sys.executable, "-m", "trainer.data.quickstart", "--out-dir", str(out)], check=True)
     return out
 
 

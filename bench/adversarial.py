@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from trainer.core.adversarial_gen import generate  # noqa: E402
 from trainer.rollout.episode import EpisodeConfig  # noqa: E402
-from trainer.rollout.record import read_records  # noqa: E402
+from trainer.formats.record import read_records  # noqa: E402
 from trainer.rollout.runner import RunPlan, default_errors_path, run  # noqa: E402
 from trainer.rollout.setup import RunSpec  # noqa: E402
 

@@ -51,7 +51,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from trainer.eval.metrics import tasks_needed, pass_at_1_change, t_interval, task_changes  # noqa: E402
-from trainer.rollout.attempts import Tally  # noqa: E402
+from trainer.formats.attempts import Tally  # noqa: E402
 
 K = 8
 LEVEL = 0.95

@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 from trainer.env.grading.context import TestContext, ToolCall, ToolCallRecord  # noqa: E402
 from trainer.env.grading.grader import grade_async  # noqa: E402
 from trainer.env.sandbox.mcp_host import Sandbox, ServerRegistry, ServerSpec  # noqa: E402
-from trainer.rollout.record import read_records  # noqa: E402
+from trainer.formats.record import read_records  # noqa: E402
 from trainer.rollout.runner import local_execute, run_episodes  # noqa: E402
 from trainer.rollout.setup import RunSpec, build_setup, load_run_dataset  # noqa: E402
 

@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from trainer.cli import app
-from trainer.eval.aggfile import read_agg
+from trainer.formats.aggfile import read_agg
 from trainer.eval.compare import CompareError, compare
 
 ROOT = Path(__file__).resolve().parents[1]

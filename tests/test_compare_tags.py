@@ -15,7 +15,7 @@ import pytest
 
 from evals import SAMPLES, TOY, cli, evaluate
 from trainer.env.taskformat.tasks import load_dataset
-from trainer.eval.aggfile import read_agg
+from trainer.formats.aggfile import read_agg
 from trainer.eval.compare import change_mark, compare, render
 from trainer.eval.metrics import pass_at_1_change
 from trainer.eval.report import report

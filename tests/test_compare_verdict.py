@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from trainer.eval.aggfile import read_agg
+from trainer.formats.aggfile import read_agg
 from trainer.eval.compare import compare, pairing
 from trainer.eval.metrics import tasks_needed
 

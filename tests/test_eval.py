@@ -17,11 +17,11 @@ from typer.testing import CliRunner
 from trainer.cli import app
 from trainer.eval import metrics
 from trainer.eval.aggregate import CoverageError, aggregate
-from trainer.rollout.attempts import AttemptError, parse_attempt, read_attempts
+from trainer.formats.attempts import AttemptError, parse_attempt, read_attempts
 from trainer.eval.compare import MINUS, compare, dollars, render
 from trainer.eval.cost import Price, PriceError, Usage, campaign_cost, load_prices, parse_price_models, usage_cost
-from trainer.eval.coverage import Expected, check
-from trainer.rollout.record import EpisodeRecord
+from trainer.formats.coverage import Expected, check
+from trainer.formats.record import EpisodeRecord
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "data" / "samples"

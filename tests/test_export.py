@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 
 from fakes import Endpoint, completion
 from trainer.cli import app
-from trainer.rollout.attempts import read_attempts
-from trainer.rollout.record import EpisodeRecord
+from trainer.formats.attempts import read_attempts
+from trainer.formats.record import EpisodeRecord
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "data" / "samples"

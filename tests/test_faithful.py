@@ -241,7 +241,7 @@ user_model:
 
 
 def test_the_framework_config_file_gives_policy_user_and_judge(tmp_path, monkeypatch):
-    from trainer.rollout.tbconfig import TBConfigError, read_tb_config
+    from trainer.formats.tbconfig import TBConfigError, read_tb_config
 
     f = tmp_path / "thinkingbox.yaml"
     f.write_text(CONFIG.format(agent="http://127.0.0.1:1/v1", judge="http://127.0.0.1:2/v1", user="http://127.0.0.1:3/v1"))

@@ -28,7 +28,7 @@ from trainer.rollout.episode import EpisodeConfig
 from trainer.core.retry_after import retry_after
 from trainer.rollout.http import Endpoint, EndpointError, post_json
 from trainer.rollout.preflight import PreflightError, judged_tasks
-from trainer.rollout.record import EpisodeRecord, encode_line, read_records
+from trainer.formats.record import EpisodeRecord, encode_line, read_records
 from trainer.rollout.runner import RunPlan, default_errors_path, local_execute, run, run_episodes
 from trainer.rollout.setup import RunSpec, build_setup, load_run_dataset
 

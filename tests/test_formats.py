@@ -1,6 +1,6 @@
 """The shared file formats, each read by one reader: episode records (ours and tb infer rows,
-trainer/rollout/attempts.py), bands.csv (trainer/rollout/bandsfile.py) and agg.json
-(trainer/eval/aggfile.py), with the summary printed after writing one (trainer/eval/summary.py).
+trainer/formats/attempts.py), bands.csv (trainer/formats/bandsfile.py) and agg.json
+(trainer/formats/aggfile.py), with the summary printed after writing one (trainer/eval/summary.py).
 Real files in tmp_path; every error names the file, the line (or field path) and the field."""
 
 from __future__ import annotations
@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 
 from trainer.data.probes import tally_probes
-from trainer.eval.aggfile import AGG_VERSION, AggDoc, AggFileError, read_agg
+from trainer.formats.aggfile import AGG_VERSION, AggDoc, AggFileError, read_agg
 from trainer.eval.aggregate import aggregate, aggregate_doc, write_json
 from trainer.eval.compare import compare
 from trainer.eval.cost import Price
-from trainer.eval.coverage import Expected
+from trainer.formats.coverage import Expected
 from trainer.eval.summary import summary_text
-from trainer.rollout.attempts import Attempt, AttemptError, Tally, Usage, read_attempts, tally
-from trainer.rollout.bandsfile import CSV_COLUMNS, BandsFileError, BandsRow, bands_csv_text, header, read_bands_csv
-from trainer.rollout.record import EpisodeRecord
+from trainer.formats.attempts import Attempt, AttemptError, Tally, Usage, read_attempts, tally
+from trainer.formats.bandsfile import CSV_COLUMNS, BandsFileError, BandsRow, bands_csv_text, header, read_bands_csv
+from trainer.formats.record import EpisodeRecord
 
 FIX = Path(__file__).parent / "fixtures" / "eval"
 AGGS = [FIX / f"{n}.agg.json" for n in ("base", "candidate", "other")]

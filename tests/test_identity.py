@@ -16,8 +16,8 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from trainer.cli import app
-from trainer.rollout.identity import of_record, public_spec, run_block
-from trainer.rollout.record import read_records
+from trainer.formats.identity import of_record, public_spec, run_block
+from trainer.formats.record import read_records
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "data" / "samples"

@@ -1,4 +1,4 @@
-"""Layers point one way: core <- env <- (domains, rollout) <- (data, verl, eval, serve) <- cli.
+"""Layers point one way: core <- env <- formats <- (domains, rollout) <- (data, verl, eval, serve) <- cli.
 
 Every `trainer.*` import in every module of trainer/ is read from its syntax tree (module level and
 inside functions alike) and must go to a lower layer or stay inside its own package; the four
@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "trainer"
-LAYER = {"core": 0, "env": 1, "domains": 2, "rollout": 2, "data": 3, "verl": 3, "eval": 3, "serve": 3}
-CLI = 4  # trainer/cli.py and trainer/*_cli.py
+LAYER = {"core": 0, "env": 1, "formats": 2, "domains": 3, "rollout": 3, "data": 4, "verl": 4, "eval": 4, "serve": 4}
+CLI = 5  # trainer/cli.py and trainer/*_cli.py
 
 
 def unit(first: str) -> tuple[str, int]:

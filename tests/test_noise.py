@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from trainer.eval.metrics import noise_floor, pass_at_1_change
-from trainer.rollout.attempts import Tally
+from trainer.formats.attempts import Tally
 
 T, SEEDS = 100, 300
 FLIPS = 2000  # random sign patterns per test (a valid Monte Carlo p-value at any count; the default 20,000 is slower)

@@ -20,7 +20,7 @@ import yaml
 
 from trainer.rollout.episode import EpisodeConfig
 from trainer.rollout.policy import EpisodeInfo
-from trainer.rollout.record import read_records
+from trainer.formats.record import read_records
 from trainer.rollout.runner import RunPlan, episode_seed, run, step_seed
 from trainer.rollout.sampling import SamplingError, load_sampling
 from trainer.rollout.setup import RunSpec
@@ -283,7 +283,7 @@ def test_the_one_retry_policy():
     calls = []
 
     async def flaky(attempt: int):
-        from trainer.rollout.record import EpisodeRecord
+        from trainer.formats.record import EpisodeRecord
 
         calls.append(attempt)
         return EpisodeRecord(uid="u", repetition=0, seed=0, attempt=attempt, end_reason="done",

@@ -31,8 +31,8 @@ from trainer.data.bands import Bands, assign, band_table
 from trainer.data.prepare import AGENT_LOOP_NAME, CSV_COLUMNS, PrepareConfig, PrepareError, prepare
 from trainer.data.probes import MixedProbesError, tally_probes
 from trainer.env.taskformat.tasks import load_dataset, read_test_list
-from trainer.rollout.identity import of_record
-from trainer.rollout.record import read_records
+from trainer.formats.identity import of_record
+from trainer.formats.record import read_records
 from trainer.rollout.runner import default_errors_path, local_execute, run_episodes, run_identity
 from trainer.rollout.setup import RunSpec, build_setup, close_setup, load_run_dataset
 

@@ -18,7 +18,7 @@ import pytest
 
 from evals import SAMPLES, cli, evaluate
 from trainer.env.taskformat.tasks import load_dataset
-from trainer.eval.aggfile import read_agg
+from trainer.formats.aggfile import read_agg
 from trainer.eval.report import ReportError, report
 from trainer.rollout.runner import RunPlan, run
 from trainer.rollout.setup import RunSpec

@@ -18,14 +18,28 @@ difficulty's log), the same episodes in each step's records, once each, and each
 once, with the same scores; every checkpoint complete. What the killed attempts wrote is not
 lost: it is in records/rolled_back/ and metrics.rolled_back.jsonl.
 
-Fully-async (configs/cpu_smoke_async.yaml, 6 prompts, 3 updates of 2 groups): a launch killed
-while step 2 trains (the rollouter playing the next prompts beside it), a relaunch killed in the
-middle of step 2's save, a last relaunch that finishes. Its order of training is not reproducible
-(the rollouter and the trainer race), so no straight run: each relaunch must restore the prompts
-in flight at step 1's save, and the records must hold every drawn prompt's group once, whole, the
-same task under the same id as the killed attempts played it; each update logged once.
+Fully-async (configs/cpu_smoke_async.yaml: the CPU smoke's model, pool and reward under
+verl.experimental.fully_async_policy.fully_async_main, one rollout slot and one trainer slot,
+weights through trainer/verl/cpu/checkpoint_engine.py; here 6 prompts, 3 updates of 2 groups of 8):
+a launch killed while step 2 trains (the rollouter playing the next prompts beside it), a relaunch
+killed in the middle of step 2's save, a last relaunch that finishes. Its order of training is not
+reproducible (the rollouter and the trainer race), so no straight run: each relaunch must restore
+the prompts in flight at step 1's save, and the records must hold every drawn prompt's group once,
+whole, the same task under the same id as the killed attempts played it; each update logged once.
+The same run, as it ends, is also what a straight fully-async run must show (the `test_async_*`
+tests after the resume ones): every update trained and checkpointed; every kept episode played by
+the served weights through the loop and graded; the trained samples' weight versions and the
+staleness bound; the rollouts corrected against the trainer's log-probs.
 
     TBT_CPU_SMOKE=1 uv run pytest -m engine tests/test_resume_on_cpu.py     (~17 min on 2 cores)
+    TBT_CPU_SMOKE=1 uv run pytest -m engine tests/test_resume_on_cpu.py -k async   (the fully-async run alone)
+
+`TBT_CPU_ASYNC_RUN=DIR` re-checks a finished fully-async run in DIR instead of playing it
+(DIR/checkpoints, DIR/kills.txt, and the launches' logs DIR/killed-update.log, killed-save.log,
+finish.log: the directory the fixture played it in, kept with `--basetemp`):
+
+    TBT_CPU_SMOKE=1 uv run pytest -m engine tests/test_resume_on_cpu.py -k async --basetemp=B   # B/cpu_smoke0
+    TBT_CPU_ASYNC_RUN=B/cpu_smoke0 uv run pytest -m engine tests/test_resume_on_cpu.py -k async
 """
 
 from __future__ import annotations
@@ -40,6 +54,7 @@ from typing import Callable
 import pytest
 
 from test_start_ray import end_session, session_pids
+from test_train_on_cpu import smoke_work
 from trainer.verl import checkpoint as ck
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -209,6 +224,8 @@ def test_every_checkpoint_is_complete_and_the_tracker_names_the_last(runs):
 
 ASYNC = "configs/cpu_smoke_async.yaml"
 PROMPTS, GROUP = 6, 8  # rollout.total_rollout_steps (3 updates x 2 groups), rollout.n
+UPDATES, GROUPS = 3, 2  # updates, groups an update (actor_rollout_ref.actor.ppo_mini_batch_size)
+STALENESS = 1.0  # async_training.staleness_threshold
 
 
 def log_count(path: Path, text: str) -> Callable[[], int]:
@@ -243,28 +260,35 @@ def async_mid_update(log: Path) -> Callable[[Path], str | None]:
 
 
 def final_records(ckpt: Path) -> list[dict]:
-    return [r for p in sorted((ckpt / "records").glob("step_*.jsonl")) if ".errors" not in p.name for r in lines(p)]
+    """The records the run kept (not the rolled-back ones), each with `_step`, its file's step."""
+    return [{**r, "_step": int(p.name[5:-6])} for p in sorted((ckpt / "records").glob("step_*.jsonl"))
+            if ".errors" not in p.name for r in lines(p)]
 
 
 @pytest.fixture(scope="module")
 def async_runs(tmp_path_factory) -> dict:
-    if os.environ.get("TBT_CPU_SMOKE") != "1":
-        pytest.skip("the killed and resumed fully-async run only with TBT_CPU_SMOKE=1 (~9 min on 2 cores)")
-    root = tmp_path_factory.mktemp("resume_async")
-    work, smoke = root / "killed", root / "smoke"
-    work.mkdir()
-    args = (f"rollout.total_rollout_steps={PROMPTS}",)
-    out: dict = {"ckpt": work / "checkpoints", "kills": [], "logs": {}}
-    for name, when, env in (("update", async_mid_update(work / "killed-update.log"), {}),
-                            ("save", mid_save, {"TBT_TEST_PAUSE_IN_SAVE": "120"})):
-        seen, log = launch(work, smoke, f"killed-{name}.log", when, config=ASYNC, args=args, **env)
-        assert isinstance(seen, str) and seen.startswith(f"mid-{name}"), (seen, log[-6000:])
-        out["kills"].append(seen)
-        out["logs"][name] = log
-    rc, log = launch(work, smoke, "finish.log", config=ASYNC, args=args)
-    assert rc == 0, log[-6000:]
-    out["logs"]["finish"] = log
-    return out
+    work, fresh = smoke_work(tmp_path_factory, "TBT_CPU_ASYNC_RUN",
+                             "the killed and resumed fully-async CPU smoke (~9 min on 2 cores)")
+    smoke, ckpt = work / "smoke", work / "checkpoints"
+    if fresh:
+        args = (f"rollout.total_rollout_steps={PROMPTS}",)
+        kills = []
+        for name, when, env in (("update", async_mid_update(work / "killed-update.log"), {}),
+                                ("save", mid_save, {"TBT_TEST_PAUSE_IN_SAVE": "120"})):
+            seen, log = launch(work, smoke, f"killed-{name}.log", when, config=ASYNC, args=args, **env)
+            assert isinstance(seen, str) and seen.startswith(f"mid-{name}"), (seen, log[-6000:])
+            kills.append(seen)
+        (work / "kills.txt").write_text("".join(f"{k}\n" for k in kills))  # what each kill saw, for a re-check
+        rc, log = launch(work, smoke, "finish.log", config=ASYNC, args=args)
+        assert rc == 0, log[-6000:]
+    rows = lines(ckpt / "metrics.jsonl")
+    # verl's fully-async trainer logs the rollouter's statistics once per weight version and the
+    # trainer's metrics of each version's own update: the rows with an actor loss
+    return {"work": work, "ckpt": ckpt, "kills": (work / "kills.txt").read_text().splitlines(),
+            "logs": {name: (work / f"{log}.log").read_text() for name, log in
+                     (("update", "killed-update"), ("save", "killed-save"), ("finish", "finish"))},
+            "rows": rows, "trained": [r["data"] for r in rows if "actor/pg_loss" in r["data"]],
+            "records": final_records(ckpt)}
 
 
 def test_async_each_kill_landed_and_each_relaunch_fed_the_prompts_in_flight_first(async_runs):
@@ -281,7 +305,7 @@ def test_async_each_kill_landed_and_each_relaunch_fed_the_prompts_in_flight_firs
 
 def test_async_every_prompt_is_trained_once_under_its_own_id(async_runs):
     ckpt = async_runs["ckpt"]
-    recs = final_records(ckpt)
+    recs = async_runs["records"]
     groups: dict[str, list[dict]] = {}
     for r in recs:
         groups.setdefault(r["run"]["group"], []).append(r)
@@ -301,7 +325,7 @@ def test_async_every_prompt_is_trained_once_under_its_own_id(async_runs):
 
 def test_async_every_update_is_logged_once_and_every_checkpoint_is_complete(async_runs):
     ckpt = async_runs["ckpt"]
-    rows = lines(ckpt / "metrics.jsonl")
+    rows = async_runs["rows"]
     trained = [r for r in rows if "actor/pg_loss" in r["data"]]
     # one line of each version's own update (its trainer step the version's), and one of its sync,
     # none twice (the killed attempts' are in metrics.rolled_back.jsonl)
@@ -312,3 +336,85 @@ def test_async_every_update_is_logged_once_and_every_checkpoint_is_complete(asyn
     report = ck.verify(ckpt)
     assert report.ok and [s.step for s in report.steps] == [1, 2, 3], ck.report_text(report)
     assert tracker(ckpt) == "3"
+
+
+# What a straight fully-async run shows, read off the killed and resumed one: what the kills changed
+# (the replayed update's records and metrics lines moved aside) is out of what is read here.
+
+def test_async_every_update_trains_and_checkpoints(async_runs):
+    assert async_runs["trained"], [sorted(r["data"]) for r in async_runs["rows"]]
+    for data in async_runs["trained"]:
+        for key in ("timing_s/old_log_prob", "timing_s/update_actor", "critic/score/mean"):
+            assert key in data, key
+        assert data["actor/grad_norm"] > 0  # shaped rewards: non-zero advantages, a real update
+    for step in range(1, UPDATES + 1):
+        assert (async_runs["ckpt"] / f"global_step_{step}" / "actor").is_dir()
+    assert tracker(async_runs["ckpt"]) == str(UPDATES)
+    assert "Training completed" in async_runs["logs"]["finish"]
+
+
+def test_async_every_episode_is_played_by_the_served_weights_through_the_loop_and_graded(async_runs):
+    recs = async_runs["records"]
+    # no episode failed (a failed one is recorded in step_N.errors.jsonl)
+    assert not list((async_runs["ckpt"] / "records").glob("step_*.errors.jsonl"))
+    # the rollouter may start groups past the last update (staleness lets it run ahead): at least
+    # what was trained, every one whole
+    assert len(recs) >= UPDATES * GROUPS * GROUP and len(recs) % GROUP == 0
+    for r in recs:
+        assert r["tokens"]["response_ids"] and any(r["tokens"]["response_mask"])
+        assert r["end_reason"] and r["verdict"]["explanation"]
+        assert r["policy"]["kind"] == "tokens"
+    # members counted per group uid on the worker (the fully-async rollouter passes no index):
+    # each group is members 0..7, and no two episodes share a seed
+    counts = {rep: sum(1 for r in recs if r["repetition"] == rep) for rep in range(GROUP)}
+    assert set(counts.values()) == {len(recs) // GROUP}, counts
+    assert len({r["seed"] for r in recs}) == len(recs)
+
+
+def test_async_trained_samples_carry_their_weight_versions_and_the_staleness_bound_holds(async_runs):
+    """verl reads each sample's weight versions from the `min_/max_global_steps` the agent loop
+    passes (the versions the rollout server stamped on its turns): its partial-rollout span comes
+    from them; the rollouter never had more than (1 + staleness_threshold) updates' worth of groups
+    started on one version, and dropped none as too stale."""
+    for data in async_runs["trained"]:
+        assert 0 <= data["fully_async/partial/max_partial_span"] <= 1
+        assert data["fully_async/static/staleness_threshold"] == STALENESS
+        assert data["fully_async/count/staleness_samples"] <= GROUPS * (1 + STALENESS)
+        assert data["fully_async/count/dropped_stale_samples"] == 0
+        assert data["fully_async/count/dropped_failed_samples"] == 0
+    # an episode's records file is named by the version of its first turn + 1 (as in the
+    # synchronous trainer: step N's episodes are generated on the weights of step N - 1): no
+    # trained episode was started on weights newer than the last update's
+    files = sorted(p.name for p in (async_runs["ckpt"] / "records").glob("step_*.jsonl"))
+    assert files and files[0] == "step_1.jsonl"
+    assert all(1 <= int(f[5:-6]) <= UPDATES for f in files), files
+    # each record keeps the versions of its own turns: its first on the weights its file names
+    # (a relaunch's on the weights it resumed from), none older, none newer than the last update,
+    # and a turn spans at most one weight sync
+    for r in async_runs["records"]:
+        versions = r["tokens"]["weight_versions"]
+        assert versions and None not in versions, versions
+        assert versions[0][0] == r["_step"] - 1, (r["_step"], versions)
+        flat = [v for turn in versions for v in turn]
+        assert flat == sorted(flat) and flat[-1] <= UPDATES, versions
+        assert all(hi - lo <= 1 for lo, hi in versions), versions
+
+
+def test_async_the_rollouts_are_corrected_against_the_trainers_log_probs(async_runs):
+    """Decoupled PPO: the trainer recomputes the old log-probs (only at the response positions:
+    patches 0005/0006) and weighs each token by rollout-vs-old, truncated at 2 (token-level IS).
+    An update whose samples were all generated on the trainer's own weights sees rollout and old
+    log-probs agree (after a resume too: the relaunch's rollout serves the weights the trainer
+    restored); one with samples generated a version back (staleness 1, logged since patch 0014)
+    is corrected by weights away from 1, still within the truncation."""
+    stale = []
+    for data in async_runs["trained"]:
+        assert 0 < data["rollout_corr/rollout_is_min"] <= data["rollout_corr/rollout_is_max"] <= 2.0 + 1e-6
+        if data["fully_async/count/stale_trajectory_processed"] == 0:
+            assert data["training/rollout_actor_probs_pearson_corr"] > 0.99
+            assert data["actor/rollout_actor/ppo_kl"] < 1e-5
+        else:
+            stale.append(data)
+    assert len(async_runs["trained"]) == UPDATES  # every update's metrics, the last one's too (patch 0014)
+    for data in stale:
+        assert data["actor/rollout_actor/ppo_kl"] > 1e-5  # a real correction: the versions differ

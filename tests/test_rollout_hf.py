@@ -23,7 +23,7 @@ from trainer.env.taskformat.tasks import load_dataset
 from trainer.rollout.episode import EpisodeConfig, EpisodeSetup, run_episode
 from trainer.rollout.policy import EpisodeInfo, SpecError
 from trainer.rollout.setup import make_policy, make_user
-from trainer.rollout.record import END_REASONS, EpisodeRecord
+from trainer.formats.record import END_REASONS, EpisodeRecord
 from trainer.rollout.synthetic import SyntheticJudge
 
 DATASET = load_dataset("data/samples")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from trainer.rollout.record import EpisodeRecord, RecordFileError, RecordWriter, read_records
+from trainer.formats.record import EpisodeRecord, RecordFileError, RecordWriter, read_records
 from trainer.rollout.runner import default_errors_path, local_execute, run_episodes
 from trainer.rollout.setup import RunSpec, build_setup, load_run_dataset
 

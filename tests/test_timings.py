@@ -24,7 +24,7 @@ from trainer.core.timings import KEYS, OPEN_PARTS, Breakdown
 from trainer.env.golden import validate_golden
 from trainer.env.sandbox.mcp_host import ServerRegistry
 from trainer.env.taskformat.tasks import load_dataset
-from trainer.rollout.record import EpisodeRecord, read_records, timing_breakdown
+from trainer.formats.record import EpisodeRecord, read_records, timing_breakdown
 from trainer.rollout.runner import RunPlan, run
 from trainer.rollout.setup import RunSpec
 

@@ -21,7 +21,7 @@ from trainer.env.sandbox.mcp_host import ServerRegistry
 from trainer.env.taskformat.tasks import load_dataset
 from trainer.rollout.episode import EpisodeConfig, EpisodeSetup, run_episode
 from trainer.rollout.policy import EpisodeInfo
-from trainer.rollout.record import read_records
+from trainer.formats.record import read_records
 from trainer.rollout.runner import episode_seed, step_seed
 from trainer.rollout.synthetic import SyntheticJudge, SyntheticPolicy
 from trainer.rollout.setup import make_user
@@ -615,7 +615,7 @@ def test_the_member_counter_forgets_a_full_group_and_keeps_a_bounded_number():
     from trainer.verl import env as env_mod
     from trainer.verl.env import TBConfig, WorkerEnv
 
-    env = WorkerEnv(TBConfig(), None, None, None, {})
+    env = WorkerEnv(TBConfig(), None)  # type: ignore[arg-type]  (no world: counting only)
     assert [env.member("g", 3) for _ in range(4)] == [0, 1, 2, 0]  # a key seen again after its group: a new group
     assert [env.member("h", 1) for _ in range(2)] == [0, 0] and "h" not in env.members
     for i in range(env_mod.MAX_GROUPS + 5):

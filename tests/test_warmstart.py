@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from trainer.cli import app
-from trainer.rollout.record import read_records
+from trainer.formats.record import read_records
 from trainer.rollout.runner import RunPlan, run
 from trainer.rollout.setup import RunSpec
 from trainer.data import warmstart as ws

@@ -37,7 +37,7 @@ def _aggregate(paths: list[Path], expected, *, profile: str, prices, price_model
     """Read, check, aggregate and write agg.json (returns the `AggDoc`); exit 1 listing the gaps when `full` refuses."""
     from trainer.eval.aggregate import CoverageError, MixedRunsError, aggregate_doc, write_json
     from trainer.eval.summary import summary_text
-    from trainer.rollout.attempts import AttemptError, read_attempts
+    from trainer.formats.attempts import AttemptError, read_attempts
 
     try:
         read = read_attempts(paths)
@@ -140,7 +140,7 @@ def _check_and_aggregate(spec, result, dataset: Path, test_list: Path | None, re
 
 
 def _profile(profile: str) -> None:
-    from trainer.eval.coverage import PROFILES
+    from trainer.formats.coverage import PROFILES
 
     if profile not in PROFILES:
         fail(f"error: --coverage-profile {profile!r}: expected one of {', '.join(PROFILES)}")
@@ -177,7 +177,7 @@ def aggregate_command(
       tbt aggregate run.jsonl --dataset data/samples --test-list data/samples/lists/toy.yaml --prices data/prices.example.yaml --price-model agent=Qwen/Qwen3-8B -o agg.json
       tbt aggregate run.jsonl --coverage-profile none --output partial.agg.json
     """
-    from trainer.eval.coverage import Expected
+    from trainer.formats.coverage import Expected
 
     _profile(coverage_profile)
     price_table, price_models = _prices(prices, price_model)

@@ -64,7 +64,7 @@ def probe_command(
 
 def _screened(records: Path, verdict_path: Path) -> set[str]:
     """The uids the screen solved at least once; writes {uid: {n, k, kept, reason}}."""
-    from trainer.rollout.record import read_records
+    from trainer.formats.record import read_records
 
     tally: dict[str, list[int]] = {}
     for r in read_records(records):

@@ -55,7 +55,7 @@ def reverify_command(
     from trainer.env.errors import DatasetError, TaskFormatError
     from trainer.env.taskformat.tasks import load_dataset
     from trainer.eval.reverify import records_dataset_names, reverify, summary_text
-    from trainer.rollout.attempts import AttemptError, read_attempts
+    from trainer.formats.attempts import AttemptError, read_attempts
     from trainer.rollout.policy import SpecError
     from trainer.rollout.setup import DEFAULT_DOMAINS, make_registry
 

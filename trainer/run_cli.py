@@ -124,9 +124,9 @@ def play(spec, plan, *, identity_hint: str | None = None):
     nothing played) and Ctrl-C exit 130; `identity_hint` is added to a refused append (how to
     proceed with this command's options)."""
     from trainer.env.errors import DatasetError, TaskFormatError
-    from trainer.rollout.identity import IdentityError
+    from trainer.formats.identity import IdentityError
     from trainer.rollout.policy import SpecError
-    from trainer.rollout.record import RecordFileError
+    from trainer.formats.record import RecordFileError
     from trainer.rollout.runner import NothingToRun, run
 
     try:
@@ -214,7 +214,7 @@ def print_domains(spec, repeat: int, output: Path, errors_output: Path | None) -
 
     from trainer.eval.aggregate import MixedRunsError, aggregate_doc, expected_from_tasks
     from trainer.eval.summary import domain_lines
-    from trainer.rollout.attempts import AttemptError, read_attempts
+    from trainer.formats.attempts import AttemptError, read_attempts
     from trainer.rollout.runner import default_errors_path
     from trainer.rollout.setup import load_run_dataset
 
@@ -294,7 +294,7 @@ def show_command(
       tbt show r.jsonl toy_loans.py:test_fine_correction -r 0
       tbt show r.jsonl --failed
     """
-    from trainer.rollout.record import RecordFileError, read_records
+    from trainer.formats.record import RecordFileError, read_records
     from trainer.rollout.runner import default_errors_path
     from trainer.rollout.show import render_episode, summary_table, table_width
 

@@ -63,7 +63,7 @@ def warm_start_command(
     Examples:
       tbt warm-start data/samples --test-list data/samples/lists/toy.yaml -o warm --epochs 2
     """
-    from trainer.rollout.record import RecordFileError, read_records
+    from trainer.formats.record import RecordFileError, read_records
     from trainer.data import warmstart as ws
     from trainer.verl.tiny import build_tiny_qwen3
 

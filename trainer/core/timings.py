@@ -1,7 +1,7 @@
 """Where the time goes: the per-phase seconds of episodes (and golden replays) summed into one
 breakdown, the table `tbt run`, `tbt eval` and `tbt validate-golden` print at the end.
 
-An episode's `timings` (trainer/rollout/record.py) holds seconds per phase:
+An episode's `timings` (trainer/formats/record.py) holds seconds per phase:
 
     open        opening the sandbox, of which (trainer/env/sandbox/mcp_host.py, `OPEN_PARTS`)
                 open_in_process, open_spawn, open_fork, open_reuse, open_remote (each server's

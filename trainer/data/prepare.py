@@ -12,7 +12,7 @@ was not kept, the reason, first that applies:
     not probed / too few probes (n < min) / probes of an older version of the task
     band <name> is dropped   the band's keep flag is off
 
-Probes of several runs (run identities, trainer/rollout/identity.py) are refused unless
+Probes of several runs (run identities, trainer/formats/identity.py) are refused unless
 `keep_identity` names the one to use (trainer/data/probes.py); summary.json's `probe_identity`
 says which was used and how many records of others were left out.
 
@@ -23,7 +23,7 @@ domain mix. Domain = the task's `domain:` tag, else its scenario.
 Outputs (in `out_dir`, each written atomically: a temporary file renamed into place):
     train.yaml, test.yaml    test lists (`file.py:test_name`), sorted; byte-identical for the same inputs and seed
     train.parquet, test.parquet   one row per task for verl's dataset (see `parquet_rows`)
-    bands.csv                one row per candidate (columns in `CSV_COLUMNS`, trainer/rollout/bandsfile.py)
+    bands.csv                one row per candidate (columns in `CSV_COLUMNS`, trainer/formats/bandsfile.py)
     bands.png                the band histogram (kept and dropped per band, stacked by domain)
     summary.json             counts per band x domain, kept, excluded, dropped and why, input problems
     manifest.json            the configuration and the SHA-256 of every input (a dataset: of its
@@ -47,8 +47,8 @@ from trainer.core.figures import figure_png
 from trainer.data.bands import Bands, assign
 from trainer.data.probes import MixedProbesError, ProbeReport, tally_probes
 from trainer.env.taskformat.tasks import Dataset, Task, load_dataset, read_test_list
-from trainer.rollout.attempts import AttemptError
-from trainer.rollout.bandsfile import CSV_COLUMNS, BandsRow, bands_csv_text
+from trainer.formats.attempts import AttemptError
+from trainer.formats.bandsfile import CSV_COLUMNS, BandsRow, bands_csv_text
 
 AGENT_LOOP_NAME = "thinkingbox_agent"  # the verl agent loop that plays these rows (trainer/verl)
 
@@ -207,7 +207,7 @@ def split(decisions: list[Decision], fraction: float, seed: int) -> None:
 
 
 def bands_csv(decisions: list[Decision], bands: Bands) -> str:
-    """bands.csv (trainer/rollout/bandsfile.py: the columns, `CSV_COLUMNS`, and their reader)."""
+    """bands.csv (trainer/formats/bandsfile.py: the columns, `CSV_COLUMNS`, and their reader)."""
     return bands_csv_text(bands.names, (
         BandsRow(uid=d.task.uid, dataset=str(d.dataset), domain=d.domain, n=d.n, k=d.k, system_errors=d.system_errors,
                  band=d.band, masses=dict(zip(bands.names, d.masses)) if d.masses else None, kept=d.kept,

@@ -1,6 +1,6 @@
 """Probe records -> per-task tallies (n valid probes, c successes), checked against the dataset.
 
-The records are read by the one reader of episode records, `trainer/rollout/attempts.py`: ours
+The records are read by the one reader of episode records, `trainer/formats/attempts.py`: ours
 and the ThinkingBox framework's `tb infer` JSONL alike, told apart per line. A record with a
 system error is not a probe (it counts in the tally's `system_errors`).
 
@@ -12,7 +12,7 @@ current `Task.fingerprint()` (the task changed since it was probed), is reported
 A file that cannot be read is an `AttemptError` naming it.
 
 Probes of several runs (records of different run identities: another policy or parameter, seed,
-sampling, user, judge or budgets; trainer/rollout/identity.py) are never pooled: they are
+sampling, user, judge or budgets; trainer/formats/identity.py) are never pooled: they are
 a `MixedProbesError` naming each identity with its id and record count, unless `keep_identity`
 names the one to use (its id, or "unknown" for records without an identity), and then the report
 says how many records of the others were left out.
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from trainer.env.taskformat.tasks import Task
-from trainer.rollout.attempts import Attempt, Tally, identity_groups, mixed_message, read_attempts, tally
+from trainer.formats.attempts import Attempt, Tally, identity_groups, mixed_message, read_attempts, tally
 
 
 class MixedProbesError(ValueError):

@@ -107,9 +107,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from trainer.data.view import histogram, outcome_line
     from trainer.env.errors import DatasetError, TaskFormatError
     from trainer.rollout.config import ConfigError, resolve
-    from trainer.rollout.identity import IdentityError
+    from trainer.formats.identity import IdentityError
     from trainer.rollout.policy import SpecError
-    from trainer.rollout.record import RecordFileError
+    from trainer.formats.record import RecordFileError
     from trainer.rollout.runner import NothingToRun, run
 
     plan = probe_plan(a.out_dir, a.n, progress=a.progress)

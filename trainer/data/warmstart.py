@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from trainer.rollout.policy import stable_seed
-from trainer.rollout.record import EpisodeRecord
+from trainer.formats.record import EpisodeRecord
 
 IGNORE = -100  # the label torch's cross-entropy (and transformers') leaves out
 MANIFEST = "warm_start.json"

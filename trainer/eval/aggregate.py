@@ -1,12 +1,12 @@
 """Records (ours and `tb infer` JSONL) -> `agg.json`: tallies, metrics, coverage and cost.
 
-`aggregate_doc` builds the document as an `AggDoc` (trainer/eval/aggfile.py, which describes
+`aggregate_doc` builds the document as an `AggDoc` (trainer/formats/aggfile.py, which describes
 every field and reads it back: `read_agg`); `write_json` writes it.
 
 Coverage profile `full` refuses (`CoverageError`, naming every fault) unless every expected
 task × repetition is scored exactly once; `none` aggregates what there is.
 
-Records of several runs (run identities, trainer/rollout/identity.py: another policy or
+Records of several runs (run identities, trainer/formats/identity.py: another policy or
 parameter, sampling, user, judge, budgets or seed) are refused (`MixedRunsError`, each
 run named with its id) under either profile, unless `keep_identity` names the one to aggregate
 (the others are then left out and counted in `identities.left_out`).
@@ -21,10 +21,10 @@ from typing import Any, Mapping, Sequence
 
 from trainer.env.taskformat.tasks import Task
 from trainer.eval import metrics
-from trainer.eval.aggfile import AGG_VERSION, AggDoc, Block, TaskRow, UsageRow, read_agg
+from trainer.formats.aggfile import AGG_VERSION, AggDoc, Block, TaskRow, UsageRow, read_agg
 from trainer.eval.cost import ROLES, Price, campaign_cost
-from trainer.eval.coverage import Coverage, Expected, check, system_errors_by_uid
-from trainer.rollout.attempts import Attempt, Usage, identity_groups, mixed_message, tally
+from trainer.formats.coverage import Coverage, Expected, check, system_errors_by_uid
+from trainer.formats.attempts import Attempt, Usage, identity_groups, mixed_message, tally
 
 
 class CoverageError(ValueError):

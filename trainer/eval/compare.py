@@ -32,7 +32,7 @@ output's `notes` say so (what was left out, what was estimated):
   compared are not the runs' own.
 
 `compare` returns the figures as data (`tbt compare --json`) from two `AggDoc`s
-(trainer/eval/aggfile.py); `render` the text.
+(trainer/formats/aggfile.py); `render` the text.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ import math
 from typing import Any, Mapping, Sequence
 
 from trainer.eval import metrics
-from trainer.eval.aggfile import AggDoc, Cost, TaskRow, as_doc
+from trainer.formats.aggfile import AggDoc, Cost, TaskRow, as_doc
 
 MINUS = "\u2212"  # the seed writes −7 tasks, −7.6%
 

@@ -31,7 +31,7 @@ from typing import Any, Mapping
 import yaml
 
 from trainer.env.taskformat import yamlio
-from trainer.rollout.attempts import Usage  # the records' token counts (read there); priced here
+from trainer.formats.attempts import Usage  # the records' token counts (read there); priced here
 
 ROLES = ("agent", "user", "judge")
 

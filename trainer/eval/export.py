@@ -31,7 +31,7 @@ read its shape (docs/evaluation.md, "Export"):
                     has no name for (empty_turns, token_budget, time_budget, context_limit); ours
                     is kept in `metadata.tbt.end_reason`
 
-`tbt aggregate` reads the rows back (trainer/rollout/attempts.py) to the same tallies, pass@1,
+`tbt aggregate` reads the rows back (trainer/formats/attempts.py) to the same tallies, pass@1,
 pass@k and coverage as the records themselves.
 """
 
@@ -45,8 +45,8 @@ from pathlib import Path
 from typing import IO, Any, Iterable, Mapping
 
 from trainer.env.grading.chat_types import ParallelToolCall, Text, ToolResponse, as_messages
-from trainer.rollout.attempts import Attempt, AttemptError, identity_groups, mixed_message, read_attempts
-from trainer.rollout.record import EpisodeRecord, encode_line
+from trainer.formats.attempts import Attempt, AttemptError, identity_groups, mixed_message, read_attempts
+from trainer.formats.record import EpisodeRecord, encode_line
 
 FORMATS = ("tb-infer",)
 DONE_TAG = "<DONE>"

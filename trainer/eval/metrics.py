@@ -24,7 +24,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from trainer.rollout.attempts import Tally  # (n, c, system_errors): the one tally type
+from trainer.formats.attempts import Tally  # (n, c, system_errors): the one tally type
 
 LEVEL = 0.95
 RESAMPLES = 2000

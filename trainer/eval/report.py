@@ -40,9 +40,9 @@ from urllib.parse import quote
 
 from trainer.eval import compare as cmp_mod
 from trainer.eval import report_plots as plots
-from trainer.eval.aggfile import AggDoc, AggFileError, Block, Cost, read_agg
+from trainer.formats.aggfile import AggDoc, AggFileError, Block, Cost, read_agg
 from trainer.eval.compare import pct
-from trainer.rollout.bandsfile import BandsFileError, read_bands_csv
+from trainer.formats.bandsfile import BandsFileError, read_bands_csv
 
 HEAT_METRICS = ("pass@1", "pass@{k}", "observed {k}/{k}")  # Figure 3's columns
 CSS = """body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}
@@ -103,7 +103,7 @@ def load_runs(paths: Sequence[str | Path]) -> list[Run]:
 
 
 def read_bands(path: str | Path) -> tuple[list[str], dict[str, dict[str, int]], dict[str, int], int]:
-    """bands.csv (trainer/rollout/bandsfile.py) -> (band names in order, {band: {domain: tasks}},
+    """bands.csv (trainer/formats/bandsfile.py) -> (band names in order, {band: {domain: tasks}},
     {band: kept}, tasks without a band). Band order: the `mass_<band>` columns, else first appearance."""
     try:
         f = read_bands_csv(path, need=("uid", "domain", "band", "kept"))
@@ -227,7 +227,7 @@ def viewer_page(runs: Sequence[Run], name: str) -> Viewer:
     """The viewer of every run's episodes, from the records its agg.json names (module docstring);
     tasks grouped by the agg.json's domains."""
     from trainer.eval import view
-    from trainer.rollout.attempts import AttemptError, read_attempts
+    from trainer.formats.attempts import AttemptError, read_attempts
 
     vruns: list[view.Run] = []
     domains: dict[str, str] = {}

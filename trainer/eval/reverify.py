@@ -46,7 +46,7 @@ from trainer.env.grading.judge import JudgeAmbiguous, JudgeUnavailable
 from trainer.env.sandbox.mcp_host import Sandbox, SandboxError, ServerRegistry, strip_sources
 from trainer.env.taskformat.tasks import Agent, Dataset, Task
 from trainer.rollout import agentview
-from trainer.rollout.attempts import Attempt
+from trainer.formats.attempts import Attempt
 from trainer.rollout.episode import EpisodeConfig
 from trainer.rollout.setup import make_judge
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from trainer.eval.aggfile import AggDoc
+from trainer.formats.aggfile import AggDoc
 from trainer.eval.compare import dollars, pct
 
 

@@ -42,7 +42,7 @@ from typing import Any
 
 from trainer.env.taskformat.tasks import Dataset
 from trainer.eval.aggregate import task_domain
-from trainer.rollout.attempts import Attempt, read_attempts
+from trainer.formats.attempts import Attempt, read_attempts
 from trainer.rollout.runner import default_errors_path
 
 MAX_CHARS = 20_000
@@ -69,7 +69,7 @@ class Run:
 def read_run(path: str | Path, errors: str | Path | None = None) -> Run:
     """A run's records and, from `errors` (default: the `.errors.jsonl` beside it, when there is
     one), its system-error attempts; an unreadable line is a `ViewError` naming file and line."""
-    from trainer.rollout.attempts import AttemptError
+    from trainer.formats.attempts import AttemptError
 
     path = Path(path)
     errors_path = Path(errors) if errors else default_errors_path(path)

@@ -165,7 +165,7 @@ def resolve(cfg: RunConfig, *, notify: Callable[[str], None] | None = None) -> R
     """The `RunSpec` a run plays (module docstring); `notify` gets the config file's notes."""
     policy, user, judge = cfg.policy, cfg.user, cfg.judge
     if cfg.config is not None:
-        from trainer.rollout.tbconfig import TBConfigError, read_tb_config
+        from trainer.formats.tbconfig import TBConfigError, read_tb_config
 
         try:
             c = read_tb_config(cfg.config)

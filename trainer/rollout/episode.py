@@ -60,7 +60,7 @@ from trainer.rollout import agentview
 from trainer.rollout.http import EndpointError
 from trainer.rollout.config import EpisodeConfig  # noqa: F401  (declared with a run's options; re-exported)
 from trainer.rollout.policy import EpisodeInfo, Policy, PolicyError, PolicySession
-from trainer.rollout.record import EpisodeRecord
+from trainer.formats.record import EpisodeRecord
 from trainer.rollout.user import SimulatedUser, UserError, UserTurn
 
 DONE = "<DONE>"

@@ -16,12 +16,12 @@ every system-error attempt goes to `errors_output` and is re-run, up to
 reported as unresolved (exit status 1 in the CLI).
 
 Identity: every record carries its run's identity (`run`: the policy, user and judge specs, the
-run seed, the dataset; trainer/rollout/identity.py). A run into a file holding records of another
+run seed, the dataset; trainer/formats/identity.py). A run into a file holding records of another
 identity (a different policy or parameter, sampling, user, judge, budget or seed), or of
 none (an older tbt), is refused before any episode (`IdentityError`, naming the fields that
 differ). A recorded key whose task has changed since (its `fingerprint` is not the task's now) is
 not reused: it is re-run and listed in `RunResult.changed` (the old record stays in the file;
-coverage counts it as replaced, trainer/eval/coverage.py).
+coverage counts it as replaced, trainer/formats/coverage.py).
 
 Resume: a rerun reads `output` first and skips every (uid, repetition) already recorded; a torn
 last line (a crash mid-write) is cut off and that episode re-run. So Ctrl-C or a crash loses at
@@ -57,10 +57,10 @@ from trainer.core.timings import Breakdown
 from trainer.env.errors import DatasetError
 from trainer.env.taskformat.tasks import Task
 from trainer.rollout.episode import EpisodeSetup, run_episode
-from trainer.rollout.identity import Identity, check_file, dataset_block, of_setup, run_block, stamp
+from trainer.formats.identity import Identity, check_file, dataset_block, of_setup, run_block, stamp
 from trainer.rollout.config import RunPlan, episode_seed, step_seed  # noqa: F401  (declared with a run's options; re-exported)
 from trainer.rollout.preflight import check_endpoints, refuse_judged
-from trainer.rollout.record import EpisodeRecord, RecordWriter, read_records
+from trainer.formats.record import EpisodeRecord, RecordWriter, read_records
 from trainer.rollout.setup import RunSpec, build_setup, close_setup, load_run_dataset, role_names
 
 Execute = Callable[[Task, int, int, int], Awaitable[EpisodeRecord]]  # (task, repetition, seed, attempt)
@@ -328,7 +328,7 @@ class NothingToRun(ValueError):
 
 
 def run_identity(spec: RunSpec, setup: EpisodeSetup, tasks: Sequence[Task], *, seed: int) -> Identity:
-    """The identity of a run's records (trainer/rollout/identity.py) over the dataset's `tasks`
+    """The identity of a run's records (trainer/formats/identity.py) over the dataset's `tasks`
     (as loaded, the test list applied), the defaults of its user and judge resolved as
     `build_setup` resolves them."""
     user, judge = role_names(spec.user, spec.judge, setup.judge_identity, synthetic_policy=setup.policy.synthetic)

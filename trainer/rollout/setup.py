@@ -38,7 +38,7 @@ from trainer.core.tb_interpret import DEFAULT_FAMILY, Family
 from trainer.env.grading.judge import ChatJudge, Judge, JudgeConfig
 from trainer.env.sandbox.mcp_host import ServerRegistry
 from trainer.env.taskformat.tasks import Dataset, load_dataset
-from trainer.rollout.config import DEFAULT_DOMAINS, RunSpec  # noqa: F401  (declared with a run's options; re-exported)
+from trainer.rollout.config import DEFAULT_DOMAINS, EpisodeConfig, RunSpec  # noqa: F401  (DEFAULT_DOMAINS: re-exported)
 from trainer.rollout.episode import EpisodeSetup
 from trainer.rollout.http import Endpoint
 from trainer.rollout.policy import Policy, SamplingParams, SpecError, no_more, option, split_spec
@@ -154,7 +154,7 @@ def default_user(user: str | None, *, synthetic_policy: bool) -> str | None:
 
 def role_names(user: str | None, judge: str | None, judge_identity: Mapping[str, Any], *,
                synthetic_policy: bool) -> tuple[str, str]:
-    """The user and judge as a run's identity names them (trainer/rollout/identity.py), their
+    """The user and judge as a run's identity names them (trainer/formats/identity.py), their
     defaults resolved as `build_setup` resolves them: a judge from the environment is
     `$TBT_JUDGE_URL` (its URL can change without the run changing)."""
     if judge is None:
@@ -167,14 +167,38 @@ def load_run_dataset(spec: RunSpec) -> Dataset:
     return load_dataset(spec.dataset, test_list=spec.test_list)
 
 
+@dataclass
+class World:
+    """What a run's episodes play against, whatever the policy: the servers, the user, the judge."""
+
+    registry: ServerRegistry
+    user: SimulatedUser | None
+    judge: Judge
+    judge_identity: dict[str, Any]
+
+    def setup(self, agent: Any, policy: Policy, config: EpisodeConfig,
+              toolsets: dict[str, Any] | None = None) -> EpisodeSetup:
+        """The episodes' setup of a policy in this world (`toolsets`: compiled tool lists to share)."""
+        return EpisodeSetup(self.registry, agent, policy, self.user, self.judge, self.judge_identity, config,
+                            toolsets=toolsets if toolsets is not None else {})
+
+
+def build_world(*, user: str | None, judge: str | None, servers: str | None, python: str | None,
+                domains: str | None, synthetic_policy: bool) -> World:
+    """The world of a run's options (a `RunSpec`'s, or training's `thinkingbox` block's: the same
+    names); the user's and judge's defaults as `default_user` and `make_judge` resolve them."""
+    user_ = make_user(default_user(user, synthetic_policy=synthetic_policy))
+    judge_, judge_id = make_judge(judge, synthetic_policy=synthetic_policy)
+    return World(make_registry(servers=servers, python=python, domains=domains), user_, judge_, judge_id)
+
+
 def build_setup(spec: RunSpec, dataset: Dataset) -> EpisodeSetup:
     """Everything the episodes of a run share, from its spec (raises `SpecError` on a bad spec)."""
     policy = make_policy(spec.policy, family=spec.family, thinking=spec.thinking, sampling=spec.sampling,
                          request_style=spec.config.agent_view)
-    user = make_user(default_user(spec.user, synthetic_policy=policy.synthetic))
-    judge, judge_id = make_judge(spec.judge, synthetic_policy=policy.synthetic)
-    registry = make_registry(servers=spec.servers, python=spec.python, domains=spec.domains)
-    return EpisodeSetup(registry, dataset.agent(spec.agent), policy, user, judge, judge_id, spec.config)
+    world = build_world(user=spec.user, judge=spec.judge, servers=spec.servers, python=spec.python,
+                        domains=spec.domains, synthetic_policy=policy.synthetic)
+    return world.setup(dataset.agent(spec.agent), policy, spec.config)
 
 
 async def close_setup(setup: EpisodeSetup) -> None:
@@ -187,5 +211,5 @@ async def close_setup(setup: EpisodeSetup) -> None:
     setup.registry.close()
 
 
-__all__ = ["DEFAULT_DOMAINS", "RunSpec", "build_setup", "close_setup", "default_user", "load_run_dataset", "make_judge",
+__all__ = ["DEFAULT_DOMAINS", "RunSpec", "World", "build_setup", "build_world", "close_setup", "default_user", "load_run_dataset", "make_judge",
            "make_policy", "make_registry", "make_user", "resolve", "role_names"]

@@ -18,7 +18,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from trainer.rollout.record import EpisodeRecord
+from trainer.formats.record import EpisodeRecord
 
 
 def _short(s: Any, n: int) -> str:

@@ -45,7 +45,7 @@ from starlette.routing import Route
 
 from trainer.core import tb_interpret as ti
 from trainer.core.parity import Record
-from trainer.rollout.record import RecordWriter
+from trainer.formats.record import RecordWriter
 
 PASSED_THROUGH = ("temperature", "top_p", "top_k", "max_tokens", "seed", "stop", "presence_penalty",
                   "frequency_penalty", "repetition_penalty", "n", "logprobs")

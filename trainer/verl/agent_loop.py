@@ -51,7 +51,7 @@ Records: every episode is appended, as `tbt run` writes it (`RecordWriter`), to
 records; validation rows to `val_step_<N>.jsonl`), and every system-error attempt to
 `step_<N>.errors.jsonl`: `tbt show`, `tbt aggregate` and a reward audit read training as they read
 `tbt run`. Each worker appends whole lines (one write each) to the shared files. Their run
-identity (`run`, trainer/rollout/identity.py) names the policy `verl:<model path>`, the user and
+identity (`run`, trainer/formats/identity.py) names the policy `verl:<model path>`, the user and
 judge specs, the step's run seed and the dataset. A record JSON cannot hold (`writable`: a circular
 or too deeply nested value, never model text) is that attempt's system error, re-run as below.
 
@@ -75,9 +75,9 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetr
 
 from trainer.rollout.config import dispatch_seed, group_seed
 from trainer.rollout.episode import run_episode
-from trainer.rollout.identity import run_block
+from trainer.formats.identity import run_block
 from trainer.rollout.policy import Generation, PolicyError, SamplingParams, TokenClientPolicy, stable_seed
-from trainer.rollout.record import EpisodeRecord
+from trainer.formats.record import EpisodeRecord
 from trainer.rollout.runner import episode_seed, play_with_retries, step_seed, writable
 from trainer.rollout.setup import role_names
 from trainer.verl.env import TBConfig, worker_env

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from trainer.core.figures import figure_png
-from trainer.rollout.bandsfile import BandsFileError, read_bands_csv
+from trainer.formats.bandsfile import BandsFileError, read_bands_csv
 
 JEFFREYS = 0.5
 STATE_FORMAT = "thinkingbox-difficulty/1"
@@ -259,7 +259,7 @@ def _fade(bel: Belief, g: float) -> None:
 
 
 def read_probe_counts(path: Path) -> dict[str, tuple[int, int] | None]:
-    """{uid: (n, k)} from data preparation's `bands.csv` (trainer/rollout/bandsfile.py; columns uid,
+    """{uid: (n, k)} from data preparation's `bands.csv` (trainer/formats/bandsfile.py; columns uid,
     n, k needed); n = 0 -> None."""
     try:
         rows = read_bands_csv(path, need=("uid", "n", "k")).rows

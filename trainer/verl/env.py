@@ -10,7 +10,7 @@ the response window (verl's `rollout.response_length`), and of its `RunPlan`'s `
 what only training has (`max_turn_tokens`, `records`, `records_dir`, `seed_requests`). The block's
 fields are made from the classes that declare them (`SHARED`), so a run option is declared once;
 `episode_config()` gives the run's own type back, and the world is built by the same functions as
-`tbt run`'s (`make_registry`, `make_user`, `make_judge`).
+`tbt run`'s (`build_world`, `World.setup`: trainer/rollout/setup.py).
 
 verl builds a new agent-loop instance for every sample, so what is costly to build (datasets
 loaded and compiled, the registry, the user and judge clients, compiled tool schemas) is built
@@ -32,12 +32,12 @@ from typing import Any, Mapping
 
 from trainer.env.taskformat.tasks import Dataset, Task, load_dataset
 from trainer.rollout.episode import EpisodeConfig, EpisodeSetup
-from trainer.rollout.identity import dataset_block
+from trainer.formats.identity import dataset_block
 from trainer.rollout.policy import Policy
-from trainer.rollout.record import RecordWriter
+from trainer.formats.record import RecordWriter
 from trainer.rollout.runner import RunPlan
 from trainer.rollout.sampling import load_sampling
-from trainer.rollout.setup import RunSpec, make_judge, make_registry, make_user
+from trainer.rollout.setup import RunSpec, World, build_world
 
 RENAMED = {"member_retries": "retries"}  # keys of older configs -> their name now
 MAX_GROUPS = 4096  # groups whose member count a worker keeps (WorkerEnv.member)
@@ -117,10 +117,7 @@ def _plain(block: Any) -> dict[str, Any]:
 @dataclass
 class WorkerEnv:
     cfg: TBConfig
-    registry: Any
-    user: Any
-    judge: Any
-    judge_identity: dict[str, Any]
+    world: World  # the servers, the user and the judge (trainer/rollout/setup.py `build_world`)
     datasets: dict[str, Dataset] = field(default_factory=dict)
     toolsets: dict[str, Any] = field(default_factory=dict)
     writers: dict[str, RecordWriter] = field(default_factory=dict)
@@ -173,17 +170,25 @@ class WorkerEnv:
             raise KeyError(f"task {uid!r} is not in the dataset {path} (was it renamed since the data was prepared?)")
         return ds.tasks[uid]
 
+    @property
+    def registry(self) -> Any:
+        return self.world.registry
+
+    @property
+    def judge_identity(self) -> dict[str, Any]:
+        return self.world.judge_identity
+
     def setup(self, path: str, policy: Policy, *, max_response_tokens: int | None) -> EpisodeSetup:
-        return EpisodeSetup(self.registry, self.dataset(path).agent(self.cfg.agent), policy, self.user, self.judge,
-                            self.judge_identity, self.cfg.episode_config(max_response_tokens), toolsets=self.toolsets)
+        """A sample's episode setup: `tbt run`'s (`World.setup`), with this worker's compiled tool lists."""
+        return self.world.setup(self.dataset(path).agent(self.cfg.agent), policy,
+                                self.cfg.episode_config(max_response_tokens), toolsets=self.toolsets)
 
 
 @functools.cache
 def _built(key: str) -> WorkerEnv:
     cfg = TBConfig(**json.loads(key))
-    judge, judge_id = make_judge(cfg.judge, synthetic_policy=False)
-    registry = make_registry(servers=cfg.servers, python=cfg.python, domains=cfg.domains)
-    return WorkerEnv(cfg, registry, make_user(cfg.user), judge, judge_id)
+    return WorkerEnv(cfg, build_world(user=cfg.user, judge=cfg.judge, servers=cfg.servers, python=cfg.python,
+                                      domains=cfg.domains, synthetic_policy=False))
 
 
 def worker_env(cfg: TBConfig) -> WorkerEnv:

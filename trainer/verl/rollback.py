@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainer.rollout.record import cut_torn_tail
+from trainer.formats.record import cut_torn_tail
 
 RECORD = re.compile(r"^(val_)?step_(\d+)(\.errors)?\.jsonl$")
 

@@ -2,11 +2,11 @@
 per-task tally (probes in trainer/data/ and evaluation in trainer/eval/ both read through here).
 
 Told apart per line:
-- ours (`trainer/rollout/record.py`, `version` present): passed = the verdict's `passed`; a
+- ours (`trainer/formats/record.py`, `version` present): passed = the verdict's `passed`; a
   system error when `system_error` (or the verdict's) is set; usage per role from `usage.agent`,
   `usage.user`, `usage.judge` ({input_tokens, output_tokens[, cached_tokens]}), each role's model
   from the record's `policy` / `user` / `judge` identity (`model`); its run identity
-  (`Attempt.identity`, trainer/rollout/identity.py: None for a record written without one);
+  (`Attempt.identity`, trainer/formats/identity.py: None for a record written without one);
 - the ThinkingBox framework's `tb infer` JSONL, its `DecodeResult` rows (docs/tasks.md): `uid`,
   `test_result {result, reward, is_system_error}` (null when the episode itself failed),
   `is_system_error`, `metadata {scenario, repetition, fingerprint?, error?}`, `usage
@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from trainer.rollout.identity import Identity, of_record
-from trainer.rollout.record import tb_result_passed
+from trainer.formats.identity import Identity, of_record
+from trainer.formats.record import tb_result_passed
 
 
 class AttemptError(ValueError):
@@ -218,7 +218,7 @@ def mixed_message(groups: list[IdentityGroup], what: str) -> str:
              "of one run (same policy and parameters, sampling, user, judge, budgets, seed):"]
     lines += [f"  {g.describe()}" for g in groups]
     if len(groups) >= 2 and groups[0].identity is not None and groups[1].identity is not None:
-        from trainer.rollout.identity import differences
+        from trainer.formats.identity import differences
 
         lines.append("  differs: " + "; ".join(differences(groups[0].identity, groups[1].identity,
                                                            (groups[0].id, groups[1].id))))

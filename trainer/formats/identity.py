@@ -1,6 +1,6 @@
 """Run identity: what produced a record, so that records of different runs are never mixed.
 
-Every record `runner.run` writes carries a `run` block (trainer/rollout/record.py):
+Every record `runner.run` writes carries a `run` block (trainer/formats/record.py):
 
     run   {"policy": the policy spec as given (secrets removed: a URL's user, password and query),
            "user": the user spec, "judge": the judge spec (the defaults resolved: "scripted",

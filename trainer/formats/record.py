@@ -17,7 +17,7 @@ Version 1 fields (`EpisodeRecord`; every field is written, absent values are nul
                   timeouts, isolation)
     policy, user, judge
                   identities: {"kind", "model"?, "url"?, ...}, never a key or a header
-    run           the run identity (trainer/rollout/identity.py): {policy, user, judge (the specs,
+    run           the run identity (trainer/formats/identity.py): {policy, user, judge (the specs,
                   secrets removed), seed (the run seed), dataset {name, test_list, tasks,
                   fingerprint}, and in training the verl group it came in, `group`}; {} in records
                   written before it existed (no identity)

@@ -5,7 +5,7 @@ The JSON (version `AGG_VERSION`; `to_json()` writes it key for key, in this orde
 `from_json()` reads it back; docs/evaluation.md):
 
     version, label, sources (the record files), profile
-    coverage      `Coverage` (trainer/eval/coverage.py): expected and scored keys, and every key
+    coverage      `Coverage` (trainer/formats/coverage.py): expected and scored keys, and every key
                   missing / unresolved / duplicated / unexpected / stale / unnumbered; `complete`;
                   `replaced` (optional: records of an older task version re-run since, not used)
     tasks         {uid: `TaskRow` {n, c, domain, tags?, system_errors}}: n scored attempts, c passed
@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, TypeVar
 
-from trainer.eval.coverage import Coverage
-from trainer.rollout.attempts import Tally
+from trainer.formats.coverage import Coverage
+from trainer.formats.attempts import Tally
 
 AGG_VERSION = 1
 T = TypeVar("T")

@@ -27,7 +27,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from trainer.rollout.attempts import Attempt
+from trainer.formats.attempts import Attempt
 
 PROFILES = ("full", "none")
 

@@ -677,7 +677,7 @@ def test_the_token_path_keeps_generated_ids_and_adds_tool_and_user_turns_as_delt
     graded(rec, True)
     assert rec.end_reason == "done" and rec.turns == {"agent": 5, "user": 1}
     assert rec.policy["tokenizer"] == str(tokenizer_dir)
-    t = rec.tokens
+    t = rec.tokens.to_dict()
     ids, mask = t["response_ids"], t["response_mask"]
     assert len(ids) == len(mask) == len(t["logprobs"])
 

@@ -263,3 +263,26 @@ def test_agg_json_not_json_or_not_an_object(tmp_path):
     with pytest.raises(AggFileError, match="candidate: overall: missing"):
         compare(read_agg(AGGS[0]), {"version": 1, "label": "x", "sources": [], "profile": "full",
                                     "coverage": read_agg(AGGS[0]).coverage.to_dict(), "tasks": {}})
+
+
+def test_a_records_token_trajectory_is_typed_and_written_as_before():
+    """`tokens` reads back as the type it was written from (the token path's `TokenTrace`, the chat
+    path's `TurnTokens`), and its JSON is the record format's: `weight_versions` only where stamped."""
+    import json
+
+    from trainer.formats.record import EpisodeRecord, TokenTrace, TurnTokens
+
+    trace = TokenTrace(prompt_ids=[1, 2], response_ids=[3, 4, 5], response_mask=[1, 0, 1], logprobs=[-0.5, None, -1.0])
+    rec = EpisodeRecord("t.py:test_x", 0, 7, tokens=trace)
+    d = json.loads(rec.to_json())
+    assert d["tokens"] == {"prompt_ids": [1, 2], "response_ids": [3, 4, 5], "response_mask": [1, 0, 1],
+                           "logprobs": [-0.5, None, -1.0]}
+    back = EpisodeRecord.from_dict(d)
+    assert isinstance(back.tokens, TokenTrace) and back.tokens == trace and back.to_dict() == rec.to_dict()
+    trace.weight_versions = [[3, 3], [3, 4]]
+    assert EpisodeRecord.from_dict(json.loads(rec.to_json())).tokens.weight_versions == [[3, 3], [3, 4]]
+    chat = EpisodeRecord("t.py:test_x", 1, 7, tokens=TurnTokens([{"prompt_ids": [1], "response_ids": [2]}]))
+    d = json.loads(chat.to_json())
+    assert d["tokens"] == {"turns": [{"prompt_ids": [1], "response_ids": [2]}]}
+    assert EpisodeRecord.from_dict(d).tokens == chat.tokens
+    assert EpisodeRecord.from_dict(json.loads(EpisodeRecord("u", 0, 0).to_json())).tokens is None

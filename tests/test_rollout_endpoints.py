@@ -263,7 +263,7 @@ def test_chat_policy_with_vllm_options_keeps_returned_token_ids(fakes, samples):
     assert_passed(rec)
     body = ep.requests[0]["body"]
     assert body["chat_template_kwargs"] == {"enable_thinking": False} and body["return_token_ids"] is True
-    assert rec.tokens == {"turns": [{"prompt_ids": [1, 2, 3, 4], "response_ids": [11, 12, 13]}] * 2}
+    assert rec.tokens.to_dict() == {"turns": [{"prompt_ids": [1, 2, 3, 4], "response_ids": [11, 12, 13]}] * 2}
     assert_system_error(broken, "policy endpoint: ", f"{ep.url}/chat/completions", "no token ids")
 
 
@@ -456,8 +456,8 @@ def test_tokens_policy_plays_an_episode(tokens_server, samples, strip_stop):
                                  "skip_special_tokens", "stop_token_ids")} == {
         "model": "qwen-tok", "temperature": 0.7, "top_p": 1.0, "seed": SEED % 2**31, "logprobs": 1,
         "return_token_ids": True, "skip_special_tokens": False, "stop_token_ids": [im_end, eot]}
-    assert body["prompt"] == rec.tokens["prompt_ids"] and body["max_tokens"] == 4096
-    t = rec.tokens
+    assert body["prompt"] == rec.tokens.prompt_ids and body["max_tokens"] == 4096
+    t = rec.tokens.to_dict()
     assert len(t["response_ids"]) == len(t["response_mask"]) == len(t["logprobs"])
     generated = [(i, lp) for i, m, lp in zip(t["response_ids"], t["response_mask"], t["logprobs"]) if m]
     ends = [k for k, (i, _) in enumerate(generated) if i == im_end]

@@ -115,7 +115,7 @@ def test_hf_episode_record_is_complete(hf, hf_record):
 
     schemas = tool_schemas(WRITE_TASK, setup_for(hf))
     assert [m["role"] for m in opening(rec)] == ["system", "system", "user"]
-    t = rec.tokens
+    t = rec.tokens.to_dict()
     assert t["prompt_ids"] == rendered_prompt(rec, tok, schemas)
 
     ids, mask, logprobs = t["response_ids"], t["response_mask"], t["logprobs"]
@@ -146,7 +146,7 @@ def test_hf_episode_is_reproducible(hf, hf_record):
     again = play(hf, max_episode_tokens=EPISODE_TOKENS)
     assert again.tokens == hf_record.tokens and again.messages == hf_record.messages
     other = play(hf, seed=1, max_episode_tokens=EPISODE_TOKENS)
-    assert other.tokens["response_ids"] != hf_record.tokens["response_ids"]
+    assert other.tokens.response_ids != hf_record.tokens.response_ids
 
 
 def prompt_ids(policy):
@@ -302,10 +302,10 @@ def test_token_level_synthetic_episode_follows_the_golden_path(model_dir):
     assert rec.system_error is None and rec.end_reason == "done" and rec.reward == 1.0 and rec.synthetic
     schemas = tool_schemas(WRITE_TASK, setup_for(policy))
     toolset = ti.Toolset(schemas)
-    assert rec.tokens["prompt_ids"] == rendered_prompt(rec, policy.tokenizer, schemas)
+    assert rec.tokens.prompt_ids == rendered_prompt(rec, policy.tokenizer, schemas)
 
     completions = [ti.parse_ids(span, policy.tokenizer, family="hermes", tools=toolset, thinking=True)
-                   for span in generated_spans(rec.tokens)]
+                   for span in generated_spans(rec.tokens.to_dict())]
     assert len(completions) == len(model_turns(rec))
     calls = [(c.name, dict(c.arguments)) for comp in completions for c in comp.calls if c.executable]
     golden = [(tool, json.loads(json.dumps(params))) for _, tool, params in WRITE_TASK.golden_paths()[0]]

@@ -205,10 +205,10 @@ def test_the_agent_loop_and_tbt_run_give_the_same_record():
         via = out.extra_fields["tb_record"]
         said = [m for m in direct.messages if m["role"] != "tool"]  # tool results carry wall-clock stamps
         assert said == [m for m in via["messages"] if m["role"] != "tool"]
-        assert direct.tokens["prompt_ids"] == via["tokens"]["prompt_ids"] == out.prompt_ids
+        assert direct.tokens.prompt_ids == via["tokens"]["prompt_ids"] == out.prompt_ids
         # the model's spans, one by one (tool results carry wall-clock stamps, so their deltas may differ in length)
-        assert generated_runs(direct.tokens) == generated_runs(via["tokens"])
-        mine = [x for x, m in zip(direct.tokens["response_ids"], direct.tokens["response_mask"]) if m]
+        assert generated_runs(direct.tokens.to_dict()) == generated_runs(via["tokens"])
+        mine = [x for x, m in zip(direct.tokens.response_ids, direct.tokens.response_mask) if m]
         assert mine == [x for x, m in zip(out.response_ids, out.response_mask) if m]
         assert (direct.verdict["passed"], direct.end_reason, direct.seed) == (via["verdict"]["passed"], via["end_reason"], via["seed"])
 

@@ -72,9 +72,9 @@ def labelled_spans(ex: ws.Example) -> list[list[int]]:
 def test_the_loss_covers_exactly_the_assistant_tokens(golden, tokenizer, uid):
     rec = golden[uid]
     ex = ws.example_from_record(rec)
-    prompt = tokenizer.decode(rec.tokens["prompt_ids"])
+    prompt = tokenizer.decode(rec.tokens.prompt_ids)
     text = tokenizer.decode(ex.input_ids)
-    assert ex.input_ids == rec.tokens["prompt_ids"] + rec.tokens["response_ids"]  # the ids training gets, not re-rendered
+    assert ex.input_ids == rec.tokens.prompt_ids + rec.tokens.response_ids  # the ids training gets, not re-rendered
     spans = [tokenizer.decode(s) for s in labelled_spans(ex)]
     assert spans == assistant_turns_in(text, prompt)
     assert len(spans) == ex.turns == ex.total_turns == rec.turns["agent"]
@@ -151,7 +151,7 @@ def test_fine_tune_writes_a_checkpoint_hf_loads_and_plays(base, golden, tmp_path
     result = run(RunSpec(dataset=str(SAMPLES), policy=f"hf:{out},max_tokens=8", user="scripted", judge="synthetic"),
                  RunPlan(output=records, only=frozenset(UIDS[:1]), preflight=False))
     [rec] = read_records(records)
-    assert result.written == 1 and rec.policy["model"] == str(out) and rec.tokens["response_mask"].count(1) > 0
+    assert result.written == 1 and rec.policy["model"] == str(out) and rec.tokens.response_mask.count(1) > 0
     with pytest.raises(ws.WarmStartError, match="epochs=0"):
         ws.fine_tune(base, examples, tmp_path / "never", ws.TrainOptions(epochs=0))
 

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from trainer.rollout.policy import stable_seed
-from trainer.formats.record import EpisodeRecord
+from trainer.formats.record import EpisodeRecord, TokenTrace
 
 IGNORE = -100  # the label torch's cross-entropy (and transformers') leaves out
 MANIFEST = "warm_start.json"
@@ -90,10 +90,10 @@ def example_from_record(rec: EpisodeRecord, keep_turns: float = 1.0) -> Example:
     if not 0 < keep_turns <= 1:
         raise WarmStartError(f"keep_turns={keep_turns}: expected a fraction in (0, 1]")
     t = rec.tokens
-    if not t or "response_mask" not in t:
+    if not isinstance(t, TokenTrace):
         raise WarmStartError(f"{rec.uid}: the record has no token trajectory (tokens.prompt_ids/response_ids/"
                              "response_mask): play it with a token-level policy (tokenizer=PATH)")
-    prompt, response, mask = list(t["prompt_ids"]), list(t["response_ids"]), list(t["response_mask"])
+    prompt, response, mask = list(t.prompt_ids), list(t.response_ids), list(t.response_mask)
     if len(response) != len(mask):
         raise WarmStartError(f"{rec.uid}: tokens.response_ids ({len(response)}) and tokens.response_mask "
                              f"({len(mask)}) differ in length")

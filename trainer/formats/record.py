@@ -26,7 +26,8 @@ Version 1 fields (`EpisodeRecord`; every field is written, absent values are nul
                   a call tb_interpret rejected carries `"problem"`), tool (`tool_call_id`, `name`,
                   `content` as the agent saw it). Assistant text a tool showed the user directly
                   is an assistant message with `"direct": true`.
-    tokens        training path only: {"prompt_ids", "response_ids", "response_mask" (1: the
+    tokens        `TokenTrace` (the token path) or `TurnTokens` (the chat path), written as
+                  training path only: {"prompt_ids", "response_ids", "response_mask" (1: the
                   model's), "logprobs" (one per response id, null where not the model's),
                   "weight_versions" (verl's agent loop: the [first, last] weight version, verl's
                   `global_steps`, each generation call came from, in order; two differ where a
@@ -69,7 +70,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Mapping
 
 from trainer.core.redact import redact
 from trainer.core.tb_interpret import DEFAULT_FAMILY
@@ -78,6 +79,43 @@ from trainer.core.timings import Breakdown
 RECORD_VERSION = 1
 END_REASONS = ("done", "end_turn_tool", "agent_limit", "agent_turn_cap", "empty_turns", "user_limit", "no_user_llm", "token_budget",
                "time_budget", "context_limit", "system_error")
+
+
+@dataclass
+class TokenTrace:
+    """The token path's trajectory (training's agent loop, `tokens:` and `hf:` policies): the ids
+    the model was given and gave, exactly as they went in and out (never re-rendered)."""
+
+    prompt_ids: list[int]
+    response_ids: list[int]  # every id after the prompt: generated, tool and user turns as template deltas
+    response_mask: list[int]  # 1: the model's, 0: added by the loop
+    logprobs: list[float | None]  # one per response id; None where not the model's
+    weight_versions: list[Any] | None = None  # verl's agent loop: [first, last] weight version per generation call
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        if d["weight_versions"] is None:  # written only where the loop stamps them
+            del d["weight_versions"]
+        return d
+
+
+@dataclass
+class TurnTokens:
+    """The chat path's token ids per turn, where the server returns them (`token_ids=1`)."""
+
+    turns: list[dict[str, list[int]]] = field(default_factory=list)  # [{prompt_ids, response_ids}] in turn order
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"turns": [dict(t) for t in self.turns]}
+
+
+def tokens_from(d: Mapping[str, Any] | None) -> TokenTrace | TurnTokens | None:
+    """A record's `tokens` block read back (`EpisodeRecord.from_dict`)."""
+    if d is None:
+        return None
+    if "turns" in d:
+        return TurnTokens([dict(t) for t in d["turns"]])
+    return TokenTrace(**d)
 
 
 @dataclass
@@ -96,7 +134,7 @@ class EpisodeRecord:
     judge: dict[str, Any] = field(default_factory=dict)
     run: dict[str, Any] = field(default_factory=dict)
     messages: list[dict[str, Any]] = field(default_factory=list)
-    tokens: dict[str, Any] | None = None
+    tokens: TokenTrace | TurnTokens | None = None
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     verdict: dict[str, Any] = field(default_factory=dict)
     end_reason: str = "system_error"
@@ -129,7 +167,10 @@ class EpisodeRecord:
                 "tools": sum(1 for c in self.tool_calls if isinstance(c, dict) and "seconds" in c)}
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        tokens = self.tokens
+        d = dataclasses.asdict(dataclasses.replace(self, tokens=None))
+        d["tokens"] = None if tokens is None else tokens.to_dict()
+        return d
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"), default=_jsonable)
@@ -139,7 +180,10 @@ class EpisodeRecord:
         v = d.get("version")
         if v != RECORD_VERSION:
             raise ValueError(f"episode record version {v!r} is not {RECORD_VERSION} (uid {d.get('uid')!r})")
-        return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d})
+        fields = {f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d}
+        if "tokens" in fields:
+            fields["tokens"] = tokens_from(fields["tokens"])
+        return cls(**fields)
 
 
 def timing_breakdown(records: Iterable[EpisodeRecord]) -> Breakdown:
@@ -259,5 +303,5 @@ class RecordWriter:
         self.close()
 
 
-__all__ = ["END_REASONS", "RECORD_VERSION", "EpisodeRecord", "RecordFileError", "RecordWriter", "cut_torn_tail", "encode_line",
-           "read_records", "tb_result_passed", "timing_breakdown"]
+__all__ = ["END_REASONS", "RECORD_VERSION", "EpisodeRecord", "RecordFileError", "RecordWriter", "TokenTrace", "TurnTokens",
+           "cut_torn_tail", "encode_line", "read_records", "tb_result_passed", "timing_breakdown", "tokens_from"]

@@ -60,7 +60,7 @@ from trainer.rollout import agentview
 from trainer.rollout.http import EndpointError
 from trainer.rollout.config import EpisodeConfig  # noqa: F401  (declared with a run's options; re-exported)
 from trainer.rollout.policy import EpisodeInfo, Policy, PolicyError, PolicySession
-from trainer.formats.record import EpisodeRecord
+from trainer.formats.record import EpisodeRecord, TokenTrace, TurnTokens
 from trainer.rollout.user import SimulatedUser, UserError, UserTurn
 
 DONE = "<DONE>"
@@ -176,8 +176,9 @@ class _Loop:
                 completion = ti.parse(raw, finish="length" if finish == "length" else "stop", **kw)
                 n_out, n_in = gen.output_tokens, gen.input_tokens
                 if gen.ids is not None:
-                    self.rec.tokens = self.rec.tokens or {"turns": []}
-                    self.rec.tokens["turns"].append({"prompt_ids": gen.prompt_ids, "response_ids": gen.ids})
+                    if not isinstance(self.rec.tokens, TurnTokens):
+                        self.rec.tokens = TurnTokens()
+                    self.rec.tokens.turns.append({"prompt_ids": gen.prompt_ids, "response_ids": gen.ids})
         except ti.InterpretError as e:
             raise PolicyError(f"policy answered something that is not a completion: {e}") from None
         usage["input_tokens"] += n_in
@@ -470,8 +471,8 @@ def _finish(rec: EpisodeRecord, loop: _Loop | None) -> None:
     rec.turns = {"agent": loop.agent_turns, "user": loop.user_turns}
     if loop.traj is not None:
         t = loop.traj
-        rec.tokens = {"prompt_ids": t.prompt_ids, "response_ids": t.response_ids, "response_mask": t.response_mask,
-                      "logprobs": loop.logprobs}
+        rec.tokens = TokenTrace(prompt_ids=t.prompt_ids, response_ids=t.response_ids, response_mask=t.response_mask,
+                                logprobs=loop.logprobs)
 
 
 def _failed(rec: EpisodeRecord, cause: str, loop: _Loop | None, t_start: float, explanation: str = "") -> EpisodeRecord:

@@ -77,7 +77,7 @@ from trainer.rollout.config import dispatch_seed, group_seed
 from trainer.rollout.episode import run_episode
 from trainer.formats.identity import run_block
 from trainer.rollout.policy import Generation, PolicyError, SamplingParams, TokenClientPolicy, stable_seed
-from trainer.formats.record import EpisodeRecord
+from trainer.formats.record import EpisodeRecord, TokenTrace
 from trainer.rollout.runner import episode_seed, play_with_retries, step_seed, writable
 from trainer.rollout.setup import role_names
 from trainer.verl.env import TBConfig, worker_env
@@ -160,23 +160,23 @@ def server_generate(server_manager: Any, sampling_params: dict[str, Any], versio
 def to_output(rec: EpisodeRecord, *, response_length: int, prompt_length: int | None, reruns: int,
               versions: PolicyVersions | None = None, step: int = 0) -> AgentLoopOutput:
     """The record as verl's `AgentLoopOutput` (module docstring)."""
-    tokens = rec.tokens or {}
-    if "prompt_ids" not in tokens:
+    tokens = rec.tokens
+    if not isinstance(tokens, TokenTrace):
         raise ValueError(f"{rec.uid}: the episode kept no token ids (the policy must be token-level)")
-    prompt = list(tokens["prompt_ids"])
+    prompt = list(tokens.prompt_ids)
     if prompt_length is not None and len(prompt) > prompt_length:
         raise ValueError(f"{rec.uid}: the rendered prompt has {len(prompt)} tokens, more than "
                          f"rollout.prompt_length={prompt_length} (the dataset filters such tasks out)")
-    ids = list(tokens["response_ids"])[:response_length]
-    mask = list(tokens["response_mask"])[:response_length]
-    lps = [0.0 if x is None else float(x) for x in tokens["logprobs"]][:response_length]
+    ids = list(tokens.response_ids)[:response_length]
+    mask = list(tokens.response_mask)[:response_length]
+    lps = [0.0 if x is None else float(x) for x in tokens.logprobs][:response_length]
     reward = rec.reward
     info = {"score": reward, "passed": float(rec.passed), "end_reason": rec.end_reason,
             "system_error_reruns": reruns, "tool_calls": len(rec.tool_calls),
             "parse_failures": sum(1 for c in rec.tool_calls if c.get("problem")),
             "agent_turns": rec.turns.get("agent", 0), "episode_seconds": rec.timings.get("total", 0.0),
             "generated_tokens": rec.usage.get("agent", {}).get("output_tokens", 0),
-            "truncated": float(len(tokens["response_ids"]) > response_length)}
+            "truncated": float(len(tokens.response_ids) > response_length)}
     turns = sum(1 for m in rec.messages if m.get("role") != "system")
     metrics = AgentLoopMetrics(generate_sequences=rec.timings.get("agent", 0.0), tool_calls=rec.timings.get("tools", 0.0),
                                compute_score=rec.timings.get("grade", 0.0))
@@ -229,8 +229,8 @@ class ThinkingBoxAgentLoop(AgentLoopBase):
                 rec = await run_episode(task, setup, repetition=member, seed=seed, attempt=attempt)
             finally:
                 env.saw_version(versions[attempt].last)
-            if rec.tokens is not None and "response_ids" in rec.tokens:
-                rec.tokens["weight_versions"] = versions[attempt].turns
+            if isinstance(rec.tokens, TokenTrace):
+                rec.tokens.weight_versions = versions[attempt].turns
             steps[attempt] = episode_step(row_step, versions[attempt], env.served_version)
             rec.run = dict(run_block(seed=pinned if pinned is not None else step_seed(self.tb.seed, steps[attempt]),
                                      **run_fields))

@@ -20,7 +20,7 @@ value raises `ConfigError` naming the option and the file.
 from __future__ import annotations
 
 import shutil
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -217,11 +217,5 @@ def dispatch_seed(base: int, dispatch: int) -> int:
     return stable_seed("dispatch", base, dispatch)
 
 
-def run_fields() -> list[str]:
-    """RunConfig's field names, in order."""
-    return [f.name for f in fields(RunConfig)]
-
-
 __all__ = ["ConfigError", "DEFAULT_DOMAINS", "EpisodeConfig", "FAMILY_HELP", "JUDGE_HELP", "POLICY_HELP", "RunConfig",
-           "RunPlan", "RunSpec", "USER_HELP", "dispatch_seed", "episode_seed", "group_seed", "resolve", "run_fields",
-           "step_seed"]
+           "RunPlan", "RunSpec", "USER_HELP", "dispatch_seed", "episode_seed", "group_seed", "resolve", "step_seed"]

@@ -51,7 +51,7 @@ SHARED = ((RunSpec, ("user", "judge", "servers", "python", "domains", "family", 
 
 @dataclass(frozen=True)
 class TrainingFields:
-    """What only training has; `TBConfig` adds a run's fields (`SHARED`) to these."""
+    """What only training has, and the block's methods; `TBConfig` adds a run's fields (`SHARED`)."""
 
     max_turn_tokens: int = field(default_factory=lambda: load_sampling().max_tokens)  # per model turn (sampling.yaml)
     records: bool = True  # write every episode's record (`records_dir`/step_<N>.jsonl)
@@ -60,10 +60,6 @@ class TrainingFields:
     # rollouts that do not depend on the order the engine serves requests in, where it honors the
     # seed (the CPU rollout; vLLM does, with per-request generators: a slower sampler)
     seed_requests: bool = False
-
-
-class TrainingConfig(TrainingFields):
-    """The block's methods (`TBConfig` is this with a run's fields added)."""
 
     @classmethod
     def from_trainer(cls, config: Mapping[str, Any] | Any) -> Any:
@@ -100,7 +96,7 @@ def _shared() -> list[tuple[str, Any, Any]]:
     return out
 
 
-TBConfig = make_dataclass("TBConfig", _shared(), bases=(TrainingConfig,), frozen=True)
+TBConfig = make_dataclass("TBConfig", _shared(), bases=(TrainingFields,), frozen=True)
 TBConfig.__module__ = __name__  # pickled by name to Ray workers
 TBConfig.__doc__ = ("The `thinkingbox` block: a run's user, judge, servers, family and episode settings under their "
                     "own names and defaults (`SHARED`), and training's own (`TrainingFields`).")

@@ -412,6 +412,22 @@ def test_0005_the_engine_asks_for_exactly_the_log_probs_that_are_read(tmp_path, 
     assert torch.equal(mod._logprob_positions(wrong), keep)
     # the forward must take the argument (patch 0006); a model class without it gets none
     assert not mod._takes_logprob_positions(torch.nn.Linear(2, 2))
+    # a LoRA actor: verl wraps the model in PEFT, whose own forward has no such parameter but hands
+    # its keyword arguments to the base model's (without the unwrapping, every LoRA old-log-prob and
+    # update pass computed the LM head at every prompt position: 20x slower on the CPU smoke)
+    from peft import LoraConfig, get_peft_model
+
+    class TakesLinear(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = torch.nn.Linear(2, 2)
+
+        def forward(self, input_ids, logprob_positions=None, logprob_entropy=True):
+            return self.proj(input_ids), logprob_positions
+
+    lora = get_peft_model(TakesLinear(), LoraConfig(r=1, target_modules=["proj"]))
+    assert mod._takes_logprob_positions(lora)
+    assert lora(torch.ones(1, 2), logprob_positions="asked")[1] == "asked"  # PEFT passes it on
     # prepare_model_inputs hands the model the mask and whether the entropies are read (the micro
     # batch's calculate_entropy: the update without an entropy coefficient does not read them)
     from verl.utils import tensordict_utils as tu

@@ -1242,3 +1242,51 @@ def test_0015_0016_verl_takes_vllms_cpu_build_for_vllm(tmp_path, monkeypatch, pa
         stock_module(tmp_path, patch, rel, f"{package}._tb_stock_init")
     mod = patched_module(tmp_path, patch, rel, f"{package}._tb_patched_init")
     assert getattr(mod, "vllm_version", None) == "0.27.1" or getattr(mod, "vllm_package_version", None) == "0.27.1"
+
+
+def test_0018_verls_lora_load_into_vllm_keeps_the_names_vllm_packs(tmp_path):
+    """verl's in-memory adapter load (`VLLMHijack`'s `_load_adapter`, the adapter-only sync) hands
+    vLLM's LoRA model the mapper it renames the adapter's tensors with. Stock, it is the Qwen3
+    model's whole mapper, whose stacked maps rename `q_proj` to `qkv_proj`: the adapter's q/k/v
+    matrices then reach vLLM as one unpacked tensor and its merged layer's `set_lora` fails
+    (IndexError); patched, vLLM's unstacked mapper, which keeps `q_proj` for the manager to pack."""
+    if importlib.util.find_spec("vllm") is None:
+        pytest.skip("vLLM is not installed here (uv sync --extra cpu)")
+    from types import SimpleNamespace
+
+    from vllm.config import LoRAConfig
+    from vllm.lora.worker_manager import LRUCacheWorkerLoRAManager
+    from vllm.model_executor.models.qwen3 import Qwen3ForCausalLM
+
+    rel = "verl/utils/vllm/utils.py"
+    patch = PATCHES / "0018-vllm-lora-unstacked-names.patch"
+    stock = series_file(tmp_path / "stock", patch, rel, with_patch=False)
+    name = "model.layers.0.self_attn.q_proj"
+    for path, label in ((stock, "stock"), (series_file(tmp_path / "patched", patch, rel), "patched")):
+        spec = importlib.util.spec_from_file_location(f"_tb_{label}_verl_vllm_utils", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        seen = {}
+
+        class LoRAModel:
+            @staticmethod
+            def from_lora_tensors(tensors, **kwargs):
+                seen.update(kwargs)
+                return SimpleNamespace()
+
+        manager = SimpleNamespace(
+            _adapter_manager=SimpleNamespace(supported_lora_modules=["qkv_proj"],
+                                             packed_modules_mapping={"qkv_proj": ["q_proj", "k_proj", "v_proj"]},
+                                             model=SimpleNamespace(hf_to_vllm_mapper=Qwen3ForCausalLM.hf_to_vllm_mapper)),
+            lora_config=LoRAConfig(max_lora_rank=8), _lora_model_cls=LoRAModel, vocab_size=64)
+        original = LRUCacheWorkerLoRAManager._load_adapter
+        try:
+            mod.VLLMHijack.hijack()
+            request = mod.TensorLoRARequest(lora_name="a", lora_int_id=1, lora_path="/nonexistent",
+                                            peft_config={"r": 8, "lora_alpha": 16, "target_modules": ["q_proj"]},
+                                            lora_tensors={})
+            LRUCacheWorkerLoRAManager._load_adapter(manager, request)
+        finally:
+            LRUCacheWorkerLoRAManager._load_adapter = original
+        mapped = seen["weights_mapper"]._map_name(name)
+        assert mapped == (name.replace("q_proj", "qkv_proj") if label == "stock" else name), (label, mapped)

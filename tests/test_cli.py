@@ -104,7 +104,7 @@ def vllm_engine(example: str):
     """The example as a parameter; one that runs vLLM's own parsers (their environment) or verl's
     model merger (a verl process loading FSDP shards) is an engine test."""
     argv = shlex.split(example)[1:]
-    merger = argv[:2] == ["checkpoint", "merge"] and "--full-precision" not in argv  # a copy needs no merger
+    merger = argv[:2] == ["checkpoint", "merge"] and not {"--full-precision", "--adapter-only"} & set(argv)  # no merger run
     engine = (argv[0] == "parity" and "vllm" in argv) or merger
     return pytest.param(example, marks=pytest.mark.engine) if engine else example
 
@@ -117,7 +117,8 @@ def test_help_example_runs(example, run_dir):
         # TBT_CPU_SMOKE=1); the default one and its control (~1 h each on 2 cores) are the runs
         # docs/training.md and bench/learning.py measure
         assert "--n 2 --train --steps 1 --k 4" in " ".join(argv) or argv in (
-            ["quickstart", "--train", "--json"], ["quickstart", "--train", "--control", "--json"]), argv
+            ["quickstart", "--train", "--json"], ["quickstart", "--train", "--control", "--json"],
+            ["quickstart", "--train", "--lora", "--json"]), argv
         pytest.skip("verl's trainer: run by tests/test_quickstart_train.py (TBT_CPU_SMOKE=1) or measured in docs")
     if argv[0] == "serve-domain":  # a stdio server: a closed stdin ends it at once
         r = subprocess.run([sys.executable, "-m", "trainer.cli", *argv], cwd=ROOT, stdin=subprocess.DEVNULL,

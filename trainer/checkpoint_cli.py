@@ -12,6 +12,7 @@ from typing import Annotated, NoReturn, Optional
 import typer
 
 from trainer.verl import checkpoint as ck
+from trainer.verl import lora_merge as lm
 
 checkpoint_app = typer.Typer(help="verl FSDP checkpoints: verify every rank's shards, merge a step into a "
                                   "Hugging Face model. See docs/training.md (Checkpoints).",
@@ -44,10 +45,16 @@ def verify_command(
     and that latest_checkpointed_iteration.txt names a step that is there; then say how to resume.
     Exit 1 naming every missing or broken file.
 
+    A LoRA step (lora_train_meta.json, or lora_A/lora_B in the model shards) is reported with its
+    rank and alpha and whether the save is LoRA-only (the shards hold only the adapter: a resume
+    needs the same base model); a missing or unreadable lora_train_meta.json is a problem (verl's
+    merger takes lora_alpha only from it).
+
     \b
     Examples:
       tbt checkpoint verify tests/fixtures/checkpoints/tiny
       tbt checkpoint verify tests/fixtures/checkpoints/tiny --step 1 --json
+      tbt checkpoint verify tests/fixtures/checkpoints/tiny_lora
     """
     root, step = _root(directory, step)
     report = ck.verify(root, None if step is None else [step])
@@ -61,7 +68,8 @@ def verify_command(
 @checkpoint_app.command("merge")
 def merge_command(
     directory: DirArg,
-    target: Annotated[Path, typer.Option("--target", help="Folder for the merged Hugging Face model (new or empty).")],
+    target: Annotated[Path, typer.Option("--target", help="Folder for the merged Hugging Face model, or with "
+                                                                 "--adapter-only for the adapter (new or empty).")],
     step: Annotated[Optional[int], typer.Option("--step", min=0, help="The step to merge (default: the one "
                                                 "latest_checkpointed_iteration.txt names).")] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Merge into a target that is not empty.")] = False,
@@ -72,7 +80,12 @@ def merge_command(
     full_precision: Annotated[bool, typer.Option("--full-precision", help="Copy the step's Hugging Face model as "
                                                  "trained (float32 here), which verl saves beside the shards when "
                                                  "actor.checkpoint.save_contents has hf_model, instead of running "
-                                                 "verl's merger (which casts to bfloat16).")] = False,
+                                                 "verl's merger (which casts to bfloat16). A LoRA step: its base "
+                                                 "and adapter as trained, from the shards, folded in float32.")] = False,
+    adapter_only: Annotated[bool, typer.Option("--adapter-only", help="Write only a LoRA step's adapter (PEFT: "
+                                               "adapter_config.json, adapter_model.safetensors, as trained) for "
+                                               "vLLM's --lora-modules or PeftModel.from_pretrained; a step with "
+                                               "no adapter: exit 2.")] = False,
 ) -> None:
     """Merge one step's actor shards into a Hugging Face model with verl's own merger
     (`python -m verl.model_merger merge --backend fsdp --local_dir DIR/global_step_N/actor
@@ -83,10 +96,23 @@ def merge_command(
     --full-precision they are the step's own (a small model's GRPO update can be smaller than
     bfloat16's rounding: evaluate such a model as trained).
 
+    A LoRA step (actor_rollout_ref.model.lora_rank > 0): verl's merger writes the base weights
+    only and the adapter to TARGET/lora_adapter; here the adapter is then folded into the
+    weights (W + lora_alpha / r * B @ A, in float32, stored in the model's dtype) and removed
+    from TARGET, so TARGET is the trained model and nothing else (a server given TARGET and the
+    adapter would apply it twice). With --full-precision the base and the
+    adapter come as trained (float32) from the shards, folded in float32. With --adapter-only
+    only the adapter is written, for `vllm serve BASE --enable-lora --lora-modules NAME=TARGET`
+    (BASE: the run's actor_rollout_ref.model.path); a LoRA-only save (the shards hold only the
+    adapter) can only be exported so.
+
     \b
     Examples:
       tbt checkpoint merge tests/fixtures/checkpoints/tiny --step 2 --target merged-step2
       tbt checkpoint merge tests/fixtures/checkpoints/tiny --step 2 --target merged-fp32 --full-precision
+      tbt checkpoint merge tests/fixtures/checkpoints/tiny_lora --step 2 --target merged-lora
+      tbt checkpoint merge tests/fixtures/checkpoints/tiny_lora --step 2 --target merged-lora-fp32 --full-precision
+      tbt checkpoint merge tests/fixtures/checkpoints/tiny_lora --step 2 --target lora-step2 --adapter-only
     """
     root, step = _root(directory, step)
     if step is None:
@@ -111,7 +137,24 @@ def merge_command(
             typer.echo(f"  {p}", err=True)
         raise typer.Exit(1)
     actor_dir = root / f"global_step_{step}" / "actor"
-    if full_precision:
+    lora = actor.lora
+    if adapter_only:
+        _export_adapter(step, actor_dir, actor, target, full_precision)
+        return
+    if lora and lora.get("lora_only"):
+        _fail(f"global_step_{step} is a LoRA-only save ({actor_dir}: the model shards hold only the adapter): "
+              "merging needs the base weights; export the adapter with --adapter-only and use it on the run's "
+              "base model (actor_rollout_ref.model.path)")
+    if full_precision and lora:
+        try:
+            adapter, _ = lm.full_precision_lora_model(actor_dir, actor.world_size, target)
+        except lm.AdapterError as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(1)
+        typer.echo(f"built global_step_{step} in float32 from its shards (base and LoRA adapter as trained) and "
+                   f"folded the adapter (W + scale * B @ A): {adapter.summary()}; the adapter alone: "
+                   f"{_export_hint(root, step)}", err=True)
+    elif full_precision:
         try:
             dtype = ck.copy_saved_hf(actor_dir, target)
         except ck.NoSavedWeights as e:
@@ -120,12 +163,15 @@ def merge_command(
         typer.echo(f"copied global_step_{step}'s saved Hugging Face model ({dtype} weights, as trained): "
                    f"{actor_dir / 'huggingface'} -> {target}", err=True)
     else:
+        _replace_folder(target / lm.ADAPTER_DIR)  # (--overwrite) one there now is verl's merger's, of this step
         cmd = ck.merger_command(actor_dir, target, python)
         typer.echo(f"merging global_step_{step} ({actor.world_size} rank(s)): {' '.join(cmd)}", err=True)
         code = ck.run_merger(cmd, lambda line: typer.echo(f"  | {line}", err=True))
         if code != 0:
             typer.echo(f"error: the merger failed (exit {code}); its output is above", err=True)
             raise typer.Exit(1)
+        if lora or (target / lm.ADAPTER_DIR).exists():
+            _fold_merged(step, target, _export_hint(root, step))
     merged = ck.check_merged_model(target, expect_config=actor_dir / "huggingface" / "config.json", load=not skip_load)
     for p in merged.problems:
         typer.echo(f"error: {p}", err=True)
@@ -136,3 +182,63 @@ def merge_command(
               if "parameters" in info else "weights not loaded (--skip-load)")
     typer.echo(f"merged global_step_{step} -> {target}: config, weights, tokenizer ({', '.join(info['tokenizer_files'])}), "
                f"chat template; {loaded}")
+
+
+def _export_hint(root: Path, step: int) -> str:
+    """The command that writes a LoRA step's adapter alone."""
+    return f"tbt checkpoint merge {root} --step {step} --target ADAPTER_DIR --adapter-only"
+
+
+def _replace_folder(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path)
+    elif path.exists():
+        path.unlink()
+
+
+def _drop_weights(target: Path) -> None:
+    """Remove the merged weights from `target`: they lack the adapter (the model is not the trained one)."""
+    for f in target.iterdir():
+        if f.is_file() and (f.name in ck.WEIGHT_FILES or f.suffix in (".safetensors", ".bin")):
+            f.unlink()
+
+
+def _fold_merged(step: int, target: Path, hint: str) -> None:
+    """After verl's merger on a LoRA step: fold TARGET/lora_adapter into TARGET's weights, then remove
+    the adapter from the model folder. On any failure the merged weights are removed (they are the
+    base model's, not the trained one's) and the command fails."""
+    adapter_dir = target / lm.ADAPTER_DIR
+    try:
+        if not adapter_dir.is_dir():
+            raise lm.AdapterError(f"{adapter_dir}: missing: verl's merger wrote no adapter for a LoRA step")
+        adapter = lm.read_adapter(adapter_dir)
+        lm.fold_adapter_into(target, adapter)
+    except lm.AdapterError as e:
+        _drop_weights(target)
+        typer.echo(f"error: {e}", err=True)
+        typer.echo(f"error: {target}'s weights were removed: without the adapter they are the base model's", err=True)
+        raise typer.Exit(1)
+    _replace_folder(adapter_dir)
+    typer.echo(f"folded global_step_{step}'s LoRA adapter into {target}'s weights (W + scale * B @ A in float32, "
+               f"stored in the model's dtype): {adapter.summary()}; the adapter alone: {hint}", err=True)
+
+
+def _export_adapter(step: int, actor_dir: Path, actor, target: Path, full_precision: bool) -> None:
+    """--adapter-only: the step's adapter as trained, from its shards, in PEFT's layout; checked by
+    reading it back."""
+    if full_precision:
+        _fail("--adapter-only writes the adapter as trained (its own dtype); --full-precision is for a merged model")
+    if not actor.lora:
+        _fail(f"global_step_{step} has no LoRA adapter ({actor_dir}: no {ck.LORA_META}, no lora_A/lora_B in its "
+              "model shards): a full-model checkpoint; merge it without --adapter-only")
+    try:
+        adapter, _ = lm.adapter_from_step(actor_dir, actor.world_size)
+        lm.write_adapter(adapter, target)
+        back = lm.read_adapter(target)
+    except lm.AdapterError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"exported global_step_{step}'s LoRA adapter -> {target}: {back.summary()} (adapter_config.json, "
+               "adapter_model.safetensors)")
+    typer.echo(f"use it on the run's base model (actor_rollout_ref.model.path): vllm serve BASE --enable-lora "
+               f"--lora-modules NAME={target}, or peft.PeftModel.from_pretrained(base, {str(target)!r})")

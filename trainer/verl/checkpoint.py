@@ -17,6 +17,14 @@ The layout verl 0.9.0 writes (`RayPPOTrainer._save_checkpoint` and
         critic/                                the same, when the run has a critic
         data.pt                                the dataloader's position
 
+A LoRA run (`actor_rollout_ref.model.lora_rank` > 0: the actor is a PEFT model) saves the same files,
+the model shards holding the PEFT state (`base_model.model.<module>.base_layer.weight`,
+`<module>.lora_A.default.weight`, `.lora_B.default.weight`; with `checkpoint.save_lora_only` only the
+adapter's, a "LoRA-only" save), the optimizer shards the adapter's state, and `actor/lora_train_meta.json`
+({"r", "lora_alpha", "task_type"}: the merger's only source of lora_alpha). verl's merger writes such a
+step's adapter to `TARGET/lora_adapter` and the model with the BASE weights only: `fold_adapter_into`
+puts the adapter into the merged weights, `export_adapter` writes it alone for vLLM / PEFT.
+
 A step is complete when every rank's shards are there and non-empty (and end like a whole torch
 archive: a save killed mid-write leaves a truncated one), fsdp_config.json names the world size,
 huggingface/ has a config with an architecture and a tokenizer, and data.pt is there. verl loads
@@ -24,7 +32,8 @@ huggingface/ has a config with an architecture and a tokenizer, and data.pt is t
 (trainer.nnodes x trainer.n_gpus_per_node).
 
 Nothing here imports torch, transformers or verl at module import: verifying reads file names,
-sizes and archive trailers; merging runs verl's merger in a subprocess (or copies the float32 model
+sizes, archive trailers, lora_train_meta.json and the key names of rank 0's model shard (its
+`data.pkl`, read with an unpickler that builds nothing); merging runs verl's merger in a subprocess (or copies the float32 model
 verl saved beside the shards: `copy_saved_hf`); only the check of a merged
 model's weights imports transformers (and loads the model on CPU).
 """
@@ -32,6 +41,7 @@ model's weights imports transformers (and loads the model on CPU).
 from __future__ import annotations
 
 import json
+import pickle
 import re
 import subprocess
 import sys
@@ -52,6 +62,8 @@ CHAT_TEMPLATE_FILES = ("chat_template.jinja", "chat_template.json")
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json",
                 "pytorch_model.bin.index.json")
 CONFIG_KEYS_MATCHED = ("model_type", "architectures", "vocab_size", "hidden_size", "num_hidden_layers")
+LORA_META = "lora_train_meta.json"
+KEYS_PICKLE_MAX = 256 << 20  # a model shard's data.pkl larger than this is not read for its key names
 
 
 class CheckpointInputError(ValueError):
@@ -67,6 +79,9 @@ class RoleReport:
     shards: dict[str, int] = field(default_factory=dict)  # kind -> good shards
     bytes: int = 0
     chat_template: bool = False
+    # a LoRA checkpoint: {"r", "lora_alpha", "task_type" (from lora_train_meta.json, None where it
+    # does not say), "lora_only" (the model shards hold only the adapter; None: not read)}; None: none
+    lora: dict | None = None
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -87,6 +102,10 @@ class StepReport:
     def world_size(self) -> int | None:
         return next((r.world_size for r in self.roles if r.role == "actor"), None)
 
+    @property
+    def lora(self) -> dict | None:
+        return next((r.lora for r in self.roles if r.role == "actor"), None)
+
 
 @dataclass
 class CheckpointReport:
@@ -103,7 +122,8 @@ class CheckpointReport:
     def to_dict(self) -> dict:
         return {"root": self.root, "ok": self.ok, "tracker": self.tracker, "problems": self.problems,
                 "warnings": self.warnings,
-                "steps": [{**asdict(s), "ok": s.ok, "world_size": s.world_size} for s in self.steps]}
+                "steps": [{**asdict(s), "ok": s.ok, "world_size": s.world_size, "lora": s.lora}
+                          for s in self.steps]}
 
 
 # ---------------------------------------------------------------------------- verify
@@ -196,6 +216,118 @@ def _check_hf_dir(hf: Path, rel: str, report: RoleReport) -> None:
                                "tokenizer_config.json chat_template)")
 
 
+class _Anything:
+    """What `_KeysUnpickler` builds for every class a pickle names: takes any arguments and state,
+    holds nothing, runs no code of the pickle's."""
+
+    def __new__(cls, *args, **kwargs):
+        return object.__new__(cls)
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def __call__(self, *args, **kwargs):
+        return _Anything()
+
+    def __setstate__(self, state):
+        pass
+
+    def __setitem__(self, key, value):
+        pass
+
+    def append(self, value):
+        pass
+
+    def extend(self, values):
+        pass
+
+
+class _KeysUnpickler(pickle.Unpickler):
+    """Reads a torch archive's `data.pkl` for the structure only: every class but `dict` and
+    `OrderedDict` becomes `_Anything`, every storage reference None. Safe on any file (it imports
+    and calls nothing), and needs no torch."""
+
+    def find_class(self, module, name):
+        if (module, name) in (("collections", "OrderedDict"), ("builtins", "dict")):
+            import collections
+
+            return collections.OrderedDict
+        return _Anything
+
+    def persistent_load(self, pid):
+        return None
+
+
+def model_shard_keys(path: Path) -> list[str] | None:
+    """The state-dict keys of a `torch.save`d model shard, read from its archive's `data.pkl`
+    without torch; None where that cannot be read (not a zip, no data.pkl, an odd pickle)."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            name = next((n for n in z.namelist() if n.endswith("/data.pkl") or n == "data.pkl"), None)
+            if name is None or z.getinfo(name).file_size > KEYS_PICKLE_MAX:
+                return None
+            with z.open(name) as f:
+                obj = _KeysUnpickler(f).load()
+    except Exception:  # any failure only means: not known
+        return None
+    if not isinstance(obj, dict) or not all(isinstance(k, str) for k in obj):
+        return None
+    return list(obj)
+
+
+def is_adapter_key(key: str) -> bool:
+    """A key of the adapter's, as verl tells them (a LoRA-only save keeps exactly these)."""
+    return "lora_" in key or ".adapter_" in key
+
+
+def read_lora_meta(path: Path) -> tuple[dict | None, str | None]:
+    """(meta, None) from `lora_train_meta.json`, or (None, the problem): verl's merger takes the
+    adapter's lora_alpha only from it (0, an adapter that does nothing, without it)."""
+    try:
+        meta = json.loads(path.read_text())
+        if not isinstance(meta, dict):
+            raise ValueError("not a JSON object")
+    except FileNotFoundError:
+        return None, "missing"
+    except (OSError, UnicodeError, ValueError) as e:
+        return None, f"unreadable: {e}"
+    r, alpha = meta.get("r"), meta.get("lora_alpha")
+    if not isinstance(r, int) or isinstance(r, bool) or r < 1:
+        return None, f"r is {r!r}, not a positive integer (the adapter's rank)"
+    if not isinstance(alpha, (int, float)) or isinstance(alpha, bool) or alpha <= 0:
+        return None, (f"lora_alpha is {alpha!r}, not a positive number: verl's merger would write lora_alpha 0 "
+                      "(an adapter that does nothing)")
+    return meta, None
+
+
+def _check_lora(role_dir: Path, rel: str, ws: int, report: RoleReport) -> None:
+    """A LoRA checkpoint: lora_train_meta.json there, or adapter keys in rank 0's model shard. Its
+    rank and alpha, whether the save is LoRA-only, and what would make it unusable."""
+    shard = role_dir / f"model_world_size_{ws}_rank_0.pt"
+    keys = model_shard_keys(shard) if report.shards.get("model") else None
+    adapter = keys is not None and any(is_adapter_key(k) for k in keys)
+    meta_path = role_dir / LORA_META
+    if not adapter and not meta_path.exists():
+        return
+    lora_only = None if keys is None else bool(keys) and all(is_adapter_key(k) for k in keys)
+    meta, problem = read_lora_meta(meta_path)
+    report.lora = {"r": (meta or {}).get("r"), "lora_alpha": (meta or {}).get("lora_alpha"),
+                   "task_type": (meta or {}).get("task_type"), "lora_only": lora_only}
+    if problem == "missing":
+        report.problems.append(f"{rel}/{LORA_META}: missing, but the model shards hold a LoRA adapter "
+                               "(lora_A/lora_B): verl's merger would write lora_alpha 0 (an adapter that does nothing)")
+    elif problem:
+        report.problems.append(f"{rel}/{LORA_META}: {problem}")
+    if keys is not None and not adapter:
+        report.problems.append(f"{rel}/{LORA_META}: says r {report.lora['r']}, but "
+                               f"{shard.name} holds no adapter weights (lora_A/lora_B)")
+    if lora_only:
+        report.warnings.append(f"{rel}: a LoRA-only save (the model shards hold only the adapter): a resume "
+                               "loads it onto actor_rollout_ref.model.path, which must be the same base model "
+                               "the run trained; merging needs that base (export the adapter with "
+                               "`tbt checkpoint merge --adapter-only`)")
+
+
 def verify_role(root: Path, step: int, role: str) -> RoleReport:
     """Check `global_step_{step}/{role}`: every rank's shards, fsdp_config.json, huggingface/."""
     rel = f"global_step_{step}/{role}"
@@ -250,6 +382,7 @@ def verify_role(root: Path, step: int, role: str) -> RoleReport:
         for r in sorted(set(ranks) - set(range(ws))):
             report.warnings.append(f"{rel}/{kind}_world_size_{ws}_rank_{r}.pt: rank {r} is outside world size {ws}")
         report.shards[kind] = good
+    _check_lora(role_dir, rel, ws, report)
     _check_hf_dir(role_dir / "huggingface", f"{rel}/huggingface", report)
     return report
 
@@ -318,6 +451,13 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
+def lora_text(lora: dict) -> str:
+    """`LoRA adapter r 8, alpha 16` (+ `, LoRA-only save`) for a report line."""
+    only = ", LoRA-only save" if lora.get("lora_only") else ""
+    r, alpha = (lora.get(k) for k in ("r", "lora_alpha"))
+    return f"LoRA adapter r {'?' if r is None else r}, alpha {'?' if alpha is None else alpha}{only}"
+
+
 def report_text(report: CheckpointReport) -> str:
     """A report for people: one line per step, its problems and warnings under it, then the tracker
     and how to resume."""
@@ -326,7 +466,8 @@ def report_text(report: CheckpointReport) -> str:
         parts = []
         for r in s.roles:
             shards = ", ".join(f"{k} {n}/{r.world_size}" for k, n in r.shards.items())
-            parts.append(f"{r.role}: world size {r.world_size}, {shards or 'no shards'}, {_size(r.bytes)}")
+            parts.append(f"{r.role}: world size {r.world_size}, {shards or 'no shards'}, {_size(r.bytes)}"
+                         + (f", {lora_text(r.lora)}" if r.lora else ""))
         lines.append(f"  global_step_{s.step:<6} {'ok' if s.ok else 'FAILED':<7} {'; '.join(parts)}")
         lines += [f"      {p}" for p in s.problems]
         lines += [f"      warning: {w}" for w in s.warnings]
@@ -345,6 +486,11 @@ def report_text(report: CheckpointReport) -> str:
         pick = good[-1]
         lines.append(f"  trainer.resume_mode=resume_path trainer.resume_from_path={root}/global_step_{pick.step}"
                      f"   # any complete step, on {pick.world_size} rank(s)")
+        lora = (latest or pick).lora
+        if lora:
+            lines.append(f"  with actor_rollout_ref.model.lora_rank={lora['r']} actor_rollout_ref.model.lora_alpha="
+                         f"{lora['lora_alpha']} and the same actor_rollout_ref.model.path (the base the adapter "
+                         "was trained on)")
     n_bad = sum(not s.ok for s in report.steps)
     lines.append(f"{len(report.steps)} step(s) checked, {n_bad} incomplete, {len(report.problems)} other problem(s)"
                  if not report.ok else f"{len(report.steps)} step(s) checked: all complete")

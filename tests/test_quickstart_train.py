@@ -165,6 +165,51 @@ def test_control_without_train_is_refused_before_anything_runs(tmp_path):
     assert "--control applies to --train only" in res.output and not (tmp_path / "qs").exists()
 
 
+def test_lora_without_train_is_refused_before_anything_runs(tmp_path):
+    res = CliRunner().invoke(app, ["quickstart", "--lora", "--out-dir", str(tmp_path / "qs")])
+    assert res.exit_code == 2
+    assert "--lora applies to --train only" in res.output and not (tmp_path / "qs").exists()
+
+
+def test_lora_trains_an_adapter_merged_at_each_sync_and_the_launch_accepts_it(tmp_path):
+    """--lora's GRPO stage: verl's LoRA keys before the caller's overrides, alpha twice the rank, the
+    adapter merged into the weights the rollout plays; the launch's dry run of the laptop config with
+    them passes its preflight (the LoRA check included) and carries each key."""
+    import subprocess
+
+    from trainer.verl.quickstart_train import LORA_LR
+
+    plan = TrainPlan(out=tmp_path, lora_rank=8, overrides=("actor_rollout_ref.actor.optim.betas=[0.9,0.99]",))
+    assert plan.grpo_overrides == (
+        "actor_rollout_ref.model.lora_rank=8", "actor_rollout_ref.model.lora_alpha=16",
+        "actor_rollout_ref.model.target_modules=all-linear", "actor_rollout_ref.model.lora.merge=true",
+        "actor_rollout_ref.actor.optim.betas=[0.9,0.99]")
+    assert TrainPlan(out=tmp_path).grpo_overrides == () and LORA_LR == 10 * TrainPlan.lr
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TBT_", "CKPT_DIR", "CONFIG", "SMOKE_", "LAPTOP_"))}
+    r = subprocess.run(["./scripts/run_train.sh", *plan.grpo_overrides[:4]], cwd=ROOT, capture_output=True, text=True,
+                       timeout=180, env={**env, "DRY_RUN": "true", "CONFIG": CONFIG, "LAPTOP_DIR": str(tmp_path)})
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    lines = [x.strip().rstrip(" \\") for x in r.stdout.splitlines()]
+    for o in plan.grpo_overrides[:4]:
+        assert o in lines, o
+    assert not [x for x in lines if x.startswith("FAIL")]
+
+
+def test_the_update_cost_is_read_from_the_metrics_and_the_last_checkpoint(tmp_path):
+    from trainer.quickstart_train_cli import update_cost
+
+    actor = tmp_path / "global_step_2" / "actor"
+    actor.mkdir(parents=True)
+    (actor / "optim_world_size_1_rank_0.pt").write_bytes(b"x" * 1000)
+    (actor / "model_world_size_1_rank_0.pt").write_bytes(b"x" * 5000)  # not the optimizer's
+    steps = [(1, {"timing_s/step": 40.0, "timing_s/update_actor": 10.0, "actor/perf/cpu_memory_used_gb": 7.4}),
+             (2, {"timing_s/step": 20.0, "timing_s/update_actor": 6.0, "actor/perf/cpu_memory_used_gb": 7.7})]
+    assert update_cost(steps, tmp_path / "global_step_2") == {
+        "seconds_per_step": 30.0, "update_seconds": 8.0, "actor_memory_gb": 7.7, "optimizer_state_bytes": 1000}
+    assert update_cost([], tmp_path / "nowhere") == {"seconds_per_step": None, "update_seconds": None,
+                                                     "actor_memory_gb": None, "optimizer_state_bytes": None}
+
+
 def test_the_loop_trains_standard_grpo_and_its_control_the_permuted_rewards(tmp_path):
     """What the GRPO stage runs, read from configs/laptop_grpo.yaml as the launch reads it: the
     cluster's algorithm (GRPO's advantages, token-mean), or with --control the permuted rewards."""

@@ -17,7 +17,7 @@ import typer
 from trainer.data import quickstart as qs
 from trainer.rollout.config import POLICY_HELP, RunConfig, RunPlan
 from trainer.run_cli import err, out, play, report, takes, to_spec
-from trainer.verl.quickstart_train import TrainPlan  # stdlib only at import: the defaults of --train live there
+from trainer.verl.quickstart_train import LORA_LR, TrainPlan  # stdlib only at import: the defaults of --train live there
 
 
 
@@ -102,7 +102,13 @@ def quickstart_command(
         "(OUT_DIR/train; docs/training.md, \"The whole loop on a laptop\")."))] = False,
     steps: Annotated[int, typer.Option("--steps", min=1, help="GRPO steps of --train.")] = TrainPlan.steps,
     k: Annotated[int, typer.Option("--k", min=2, help="Attempts per task in --train's evaluations.")] = TrainPlan.k,
-    lr: Annotated[float, typer.Option("--lr", help="GRPO learning rate of --train.")] = TrainPlan.lr,
+    lr: Annotated[Optional[float], typer.Option("--lr", show_default=False, help=(
+        f"GRPO learning rate of --train [default: {TrainPlan.lr:g}; with --lora {LORA_LR:g}]."))] = None,
+    lora: Annotated[bool, typer.Option("--lora", help=(
+        "With --train: GRPO trains a LoRA adapter (rank 8, alpha 16, every linear layer; merged into the weights the "
+        "rollout plays at each sync) instead of every weight (OUT_DIR/train-lora). It starts from OUT_DIR/train's "
+        "warm start and base evaluation where that run finished them, so the two compare on the same base "
+        "(docs/training.md, \"LoRA\")."))] = False,
     control: Annotated[bool, typer.Option("--control", help=(
         "With --train: the permuted-reward control instead of GRPO (each step's rewards permuted across its "
         "episodes, adv_estimator grpo_permuted; OUT_DIR/train-control): the same run with the reward's link to what "
@@ -130,10 +136,15 @@ def quickstart_command(
       tbt quickstart --n 4 --out-dir /tmp/qs
       tbt quickstart --train --json
       tbt quickstart --train --control --json
+      tbt quickstart --train --lora --json
       tbt quickstart --n 2 --train --steps 1 --k 4
     """
     if as_json and not train:
         err.print("error: --json applies to --train only (the learning loop's summary)", markup=False, highlight=False)
+        raise typer.Exit(2)
+    if lora and not train:
+        err.print("error: --lora applies to --train only (the learning loop's GRPO stage)", markup=False,
+                  highlight=False)
         raise typer.Exit(2)
     if control and not train:
         err.print("error: --control applies to --train only (the learning loop's control run)", markup=False,
@@ -183,15 +194,16 @@ def quickstart_command(
                   highlight=False)
         raise typer.Exit(rc)
     if train:
-        # the control starts from the GRPO run's warm start and base evaluation where it finished them
+        # the control and the LoRA run start from the GRPO run's warm start and base evaluation where it finished them
         grpo = out_dir / "train"
-        start = grpo if control and (grpo / "base.agg.json").is_file() and (grpo / "warm" / "config.json").is_file() else None
-        _train(out_dir / ("train-control" if control else "train"), steps=steps, k=k, lr=lr, control=control,
-               as_json=as_json, progress=progress, start=start)
+        start = grpo if (control or lora) and (grpo / "base.agg.json").is_file() and (grpo / "warm" / "config.json").is_file() else None
+        name = "train" + ("-lora" if lora else "") + ("-control" if control else "")
+        _train(out_dir / name, steps=steps, k=k, lr=lr if lr is not None else LORA_LR if lora else TrainPlan.lr,
+               control=control, as_json=as_json, progress=progress, start=start, lora_rank=8 if lora else 0)
 
 
 def _train(out_dir: Path, *, steps: int, k: int, lr: float, control: bool, as_json: bool, progress: bool,
-           start: Path | None = None) -> None:
+           start: Path | None = None, lora_rank: int = 0) -> None:
     from trainer.quickstart_train_cli import StageError, train_loop
 
     def say(line: str) -> None:
@@ -199,7 +211,7 @@ def _train(out_dir: Path, *, steps: int, k: int, lr: float, control: bool, as_js
 
     try:
         s = train_loop(TrainPlan(out=out_dir, steps=steps, k=k, lr=lr, control=control, progress=progress,
-                                 start=start), say)
+                                 start=start, lora_rank=lora_rank), say)
     except StageError as e:
         err.print(f"error: {e}", markup=False, highlight=False)
         raise typer.Exit(e.code)
@@ -208,11 +220,14 @@ def _train(out_dir: Path, *, steps: int, k: int, lr: float, control: bool, as_js
                "not distinguishable from no change" if not s["distinguishable"] else
                "up: the interval excludes 0" if s["delta"] > 0 else "down: the interval excludes 0")
     interval = "" if lo is None else f" [{lo * 100:+.1f}, {hi * 100:+.1f}] pt"
-    say(f"trained {s['steps']} {'CONTROL (permuted rewards)' if control else 'GRPO'} step(s): pass@1 {s['base_pass_at_1']:.1%} -> {s['trained_pass_at_1']:.1%} "
+    kind = ("LoRA " if lora_rank else "") + ("CONTROL (permuted rewards)" if control else "GRPO")
+    u = s["update"]
+    say(f"trained {s['steps']} {kind} step(s): pass@1 {s['base_pass_at_1']:.1%} -> {s['trained_pass_at_1']:.1%} "
         f"({s['tasks']} tasks x {s['k']}, at most {s['max_agent_turns']} agent turns an episode, as in training), "
         f"change {s['delta'] * 100:+.1f} pt, 95% {s['method']} interval over tasks "
         f"(paired by {s['pairing']}){interval}: {verdict}; reward per step "
         + ", ".join("-" if r is None else f"{r:.2f}" for r in s["reward_per_step"])
-        + f"; {s['total_seconds'] / 60:.1f} min; report {s['report']}")
+        + f"; {u['seconds_per_step']} s a step, actor memory {u['actor_memory_gb']} GB, optimizer state "
+        + f"{(u['optimizer_state_bytes'] or 0) / 2**20:.1f} MiB; {s['total_seconds'] / 60:.1f} min; report {s['report']}")
     if as_json:
         out.print(json.dumps(s), markup=False, highlight=False, soft_wrap=True)

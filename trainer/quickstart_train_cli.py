@@ -142,7 +142,7 @@ def train_loop(plan: TrainPlan, say: Callable[[str], None]) -> dict[str, Any]:
             env["BATCH"] = os.environ["BATCH"]
         else:  # pool_tasks runs the config's prepare step: the launch then only checks the pool it made
             env.update(BATCH=str(pool_tasks(run, {**env, **run.env})), SKIP_PREPARE="true")
-        run.stage(3, "GRPO", ["bash", str(ROOT / "scripts" / "run_train.sh"), *plan.overrides], env=env,
+        run.stage(3, "GRPO", ["bash", str(ROOT / "scripts" / "run_train.sh"), *plan.grpo_overrides], env=env,
                   watch=lambda: f"step {min(_steps(metrics), plan.steps)}/{plan.steps} done")
     if (trained / "config.json").is_file():
         run.kept(4, "merge", trained)
@@ -163,11 +163,30 @@ def train_loop(plan: TrainPlan, say: Callable[[str], None]) -> dict[str, Any]:
     run.stage(6, "report", cmd, shown=shown(cmd))
     from trainer.verl.trainlog import curve, read
 
+    steps = read(metrics)
     return {"algorithm": algorithm(plan), "lr": plan.lr, "control": plan.control, "overrides": list(plan.overrides),
+            "lora": {"rank": plan.lora_rank, "alpha": 2 * plan.lora_rank} if plan.lora_rank else None,
             **verdict(cmp), "steps": plan.steps,
             "k": plan.k, "max_agent_turns": turns,
-            "reward_per_step": [r["score"] for r in curve(read(metrics))],
+            "reward_per_step": [r["score"] for r in curve(steps)],
+            "update": update_cost(steps, last),
             "report": str(report), "seconds": run.seconds, "total_seconds": round(sum(run.seconds.values()), 1)}
+
+
+def update_cost(steps: Sequence[tuple[int, Mapping[str, Any]]], last: Path) -> dict[str, Any]:
+    """What the GRPO steps cost, from verl's metrics and the last checkpoint: seconds per step (mean
+    of `timing_s/step`) and of its update (`timing_s/update_actor`), the actor worker's largest
+    resident memory (`actor/perf/cpu_memory_used_gb`), and the optimizer state the update keeps
+    (the step's optimizer shards, bytes): a LoRA run's holds the adapter's moments alone."""
+    def mean(key: str) -> float | None:
+        vals = [m[key] for _, m in steps if isinstance(m.get(key), (int, float))]
+        return round(sum(vals) / len(vals), 1) if vals else None
+
+    memory = [m["actor/perf/cpu_memory_used_gb"] for _, m in steps
+              if isinstance(m.get("actor/perf/cpu_memory_used_gb"), (int, float))]
+    optim = sum(p.stat().st_size for p in (last / "actor").glob("optim_world_size_*_rank_*.pt"))
+    return {"seconds_per_step": mean("timing_s/step"), "update_seconds": mean("timing_s/update_actor"),
+            "actor_memory_gb": round(max(memory), 2) if memory else None, "optimizer_state_bytes": optim or None}
 
 
 def verdict(cmp: Mapping[str, Any]) -> dict[str, Any]:
@@ -181,4 +200,4 @@ def verdict(cmp: Mapping[str, Any]) -> dict[str, Any]:
             "method": ch["method"], "pairing": ch["pairing"], "tasks": ch["tasks"]}
 
 
-__all__ = ["StageError", "TrainPlan", "eval_command", "shown", "tbt", "train_loop", "verdict"]
+__all__ = ["StageError", "TrainPlan", "eval_command", "shown", "tbt", "train_loop", "update_cost", "verdict"]

@@ -49,10 +49,27 @@ class TrainPlan:
     # verl overrides appended to the GRPO stage's launch (`key=value`, as scripts/run_train.sh takes
     # them): the settings bench/learning.py searches (Adam's betas, warmup, ...)
     overrides: tuple[str, ...] = ()
+    # LoRA instead of every weight (0: full fine-tuning): the adapter's rank on every linear layer,
+    # alpha twice the rank, merged into the weights the rollout plays at each sync
+    # (configs/cpu_smoke_lora.yaml's settings; docs/training.md, "LoRA")
+    lora_rank: int = 0
 
     @property
     def adv_estimator(self) -> str:
         return "grpo_permuted" if self.control else self.estimator
+
+    @property
+    def grpo_overrides(self) -> tuple[str, ...]:
+        """The GRPO stage's verl overrides: LoRA's (with lora_rank), then the caller's."""
+        lora = () if not self.lora_rank else (
+            f"actor_rollout_ref.model.lora_rank={self.lora_rank}", f"actor_rollout_ref.model.lora_alpha={2 * self.lora_rank}",
+            "actor_rollout_ref.model.target_modules=all-linear", "actor_rollout_ref.model.lora.merge=true")
+        return lora + tuple(self.overrides)
+
+
+# LoRA's learning rate: about 10x full fine-tuning's ("LoRA Without Regret", Schulman et al., Thinking
+# Machines 2025), the quickstart's default with --lora
+LORA_LR = 10 * TrainPlan.lr
 
 
 class Runner:

@@ -54,7 +54,7 @@ from typing import Callable
 import pytest
 
 from test_start_ray import end_session, session_pids
-from test_train_on_cpu import smoke_work
+from test_train_on_cpu import check_engine_follows_the_actor, smoke_work
 from trainer.verl import checkpoint as ck
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -160,8 +160,9 @@ def runs(tmp_path_factory) -> dict:
     smoke, straight, killed = root / "smoke", root / "straight", root / "killed"
     straight.mkdir()
     killed.mkdir()
-    out: dict = {"straight": straight / "checkpoints", "killed": killed / "checkpoints"}
-    rc, log = launch(straight, smoke, "straight.log")
+    out: dict = {"straight": straight / "checkpoints", "killed": killed / "checkpoints", "smoke": smoke,
+                 "probe": straight / "probe.jsonl"}
+    rc, log = launch(straight, smoke, "straight.log", TBT_CPU_PROBE_FILE=str(straight / "probe.jsonl"))
     assert rc == 0, log[-6000:]
     out["kills"] = []
     for name, when, env in (("rollout", mid_rollout, {}), ("update", mid_update, {}),
@@ -174,6 +175,13 @@ def runs(tmp_path_factory) -> dict:
     assert rc == 0, log[-6000:]
     out["finish"] = log
     return out
+
+
+def test_after_each_sync_the_engine_scores_a_fixed_prompt_as_the_saved_actor(runs):
+    """The uninterrupted full-parameter run: after step N's sync the engine's log-probs of the probe
+    equal step N's saved actor's (1e-4), and the weights moved between the syncs."""
+    by_step = check_engine_follows_the_actor(runs["probe"], runs["smoke"] / "model", runs["straight"], range(1, STEPS + 1))
+    assert len({tuple(by_step[s]) for s in range(STEPS + 1)}) == STEPS + 1
 
 
 def test_each_kill_landed_where_it_was_aimed(runs):

@@ -1,11 +1,15 @@
-"""verl's own PPO/GRPO trainer runs real steps on CPU with our agent loop (configs/cpu_smoke.yaml,
-trainer/verl/cpu/): the launch a cluster uses (scripts/run_train.sh -> trainer.verl.launch ->
+"""verl's own PPO/GRPO trainer runs real steps on CPU with our agent loop, the actor trained through
+a LoRA adapter (configs/cpu_smoke_lora.yaml: configs/cpu_smoke.yaml, trainer/verl/cpu/, with
+verl's LoRA on the actor): the launch a cluster uses (scripts/run_train.sh -> trainer.verl.launch ->
 verl.trainer.main_ppo, patches applied), a local Ray, a random tiny Qwen3 built on the spot.
 
-The engine tests share one smoke (2 steps, then a second launch to step 3): ~11 minutes on 2
-cores, so they run when asked (`TBT_CPU_SMOKE=1`, which CI's engine step sets);
-`TBT_CPU_SMOKE_RUN=DIR` re-checks a finished run in DIR (DIR/checkpoints, DIR/smoke, DIR/probe.jsonl,
-DIR/metrics_first.jsonl, DIR/metrics_resume.jsonl) instead.
+The full-parameter smoke (configs/cpu_smoke.yaml) is played by tests/test_resume_on_cpu.py (its
+uninterrupted run, whose engine probe it checks after every sync, and its killed one); the reference
+family's by tests/test_train_qwen3_5_on_cpu.py, vLLM's by tests/test_vllm_rollout_on_cpu.py. This
+file's engine tests share one LoRA smoke (2 steps, then a second launch to step 3): ~5 minutes on 2
+cores, so they run when asked (`TBT_CPU_SMOKE=1`, which CI's engine step sets); `TBT_CPU_SMOKE_RUN=DIR`
+re-checks a finished run in DIR (DIR/checkpoints, DIR/smoke, DIR/probe.jsonl, DIR/metrics_first.jsonl,
+DIR/metrics_resume.jsonl) instead.
 
     TBT_CPU_SMOKE=1 uv run pytest -m engine tests/test_train_on_cpu.py     # the smoke and its checks
     uv run pytest tests/test_train_on_cpu.py               # the dry runs only (no engine)
@@ -25,13 +29,15 @@ pytestmark = pytest.mark.timeout(3600)  # the shared smoke is set up inside the 
 ENV = {k: v for k, v in os.environ.items()
        if not k.startswith(("TBT_", "GPUS_PER_NODE", "NODE_GPUS", "NNODES", "CKPT_DIR", "CONFIG", "MODEL_PATH",
                             "RAY_ADDRESS", "SMOKE_"))}
+SYNCHRONOUS = ("configs/cpu_smoke.yaml", "configs/cpu_smoke_lora.yaml", "configs/cpu_smoke_qwen3_5.yaml")
+LORA = "configs/cpu_smoke_lora.yaml"
 
 
 def smoke(work: Path, *args: str, log: str = "run.log", config: str = "configs/cpu_smoke.yaml") -> int:
     """scripts/run_train.sh of `config` with its model, pool and checkpoints under `work` (and, for
-    the synchronous smoke, the engine's probe log-probs after each sync in work/probe.jsonl)."""
+    a synchronous smoke, the engine's probe log-probs after each sync in work/probe.jsonl)."""
     env = {**ENV, "CONFIG": config, "SMOKE_DIR": str(work / "smoke"), "CKPT_DIR": str(work / "checkpoints")}
-    if config in ("configs/cpu_smoke.yaml", "configs/cpu_smoke_qwen3_5.yaml"):  # the synchronous smokes
+    if config in SYNCHRONOUS:
         env["TBT_CPU_PROBE_FILE"] = str(work / "probe.jsonl")
     with open(work / log, "w") as f:
         return subprocess.call(["nice", "-n", "10", "./scripts/run_train.sh", *args], cwd=ROOT, env=env, stdout=f,
@@ -56,13 +62,64 @@ def metrics(path: Path) -> dict[int, dict]:
     return out
 
 
+def actor_state(step_dir: Path) -> dict:
+    """A step's saved actor weights (world size 1), FSDP's prefix off; a LoRA actor's keys are PEFT's."""
+    import torch
+
+    sd = torch.load(step_dir / "actor" / "model_world_size_1_rank_0.pt", map_location="cpu", weights_only=False)
+    return {k.removeprefix("_fsdp_wrapped_module."): (v.full_tensor() if hasattr(v, "full_tensor") else v) for k, v in sd.items()}
+
+
+def saved_actor(model_dir: Path, step_dir: Path):
+    """The actor a step saved, as a model on CPU in float32: the base model with the step's weights,
+    or, for a LoRA step (lora_train_meta.json), the base model wrapped in PEFT as verl wraps it
+    (all linear layers, the step's rank and alpha) with the step's base and adapter weights."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(str(model_dir)), torch_dtype=torch.float32)
+    meta = step_dir / "actor" / "lora_train_meta.json"
+    if meta.exists():
+        from peft import LoraConfig, get_peft_model
+
+        m = json.loads(meta.read_text())
+        model = get_peft_model(model, LoraConfig(task_type="CAUSAL_LM", r=m["r"], lora_alpha=m["lora_alpha"],
+                                                 target_modules="all-linear", bias="none"))
+    missing, unexpected = model.load_state_dict(actor_state(step_dir), strict=False)
+    assert not unexpected and all(k.endswith("lm_head.weight") for k in missing), (missing, unexpected)
+    model.tie_weights()
+    return model.eval()
+
+
+def probe_logprobs(model) -> list[float]:
+    from trainer.verl.cpu.rollout import PROBE_IDS, PROBE_RESPONSE, token_logprobs
+
+    return token_logprobs(model, PROBE_IDS, PROBE_RESPONSE)
+
+
+def engine_probes(probe_file: Path) -> list[dict]:
+    """The engine's log-probs of the fixed probe after each weight sync (TBT_CPU_PROBE_FILE: one line a sync)."""
+    return [json.loads(x) for x in probe_file.read_text().splitlines() if x.strip()]
+
+
+def check_engine_follows_the_actor(probe_file: Path, model_dir: Path, ckpt: Path, steps) -> dict[int, list[float]]:
+    """After step N's sync (tagged global_steps N: the weights after step N's update) the engine
+    scores the probe as step N's saved actor does, within 1e-4; returns the engine's log-probs by step."""
+    by_step = {p["global_steps"]: p["logprobs"] for p in engine_probes(probe_file)}
+    for step in steps:
+        actor = probe_logprobs(saved_actor(model_dir, ckpt / f"global_step_{step}"))
+        assert by_step[step] == pytest.approx(actor, abs=1e-4), (step, by_step[step], actor)
+    return by_step
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> dict:
-    work, fresh = smoke_work(tmp_path_factory, "TBT_CPU_SMOKE_RUN", "the CPU training smoke (~11 min on 2 cores)")
+    work, fresh = smoke_work(tmp_path_factory, "TBT_CPU_SMOKE_RUN", "the CPU LoRA training smoke (~5 min on 2 cores)")
     if fresh:
-        assert smoke(work) == 0, (work / "run.log").read_text()[-6000:]
+        assert smoke(work, config=LORA) == 0, (work / "run.log").read_text()[-6000:]
         (work / "metrics_first.jsonl").write_bytes((work / "checkpoints" / "metrics.jsonl").read_bytes())
-        assert smoke(work, "trainer.total_training_steps=3", log="resume.log") == 0, (work / "resume.log").read_text()[-6000:]
+        assert smoke(work, "trainer.total_training_steps=3", log="resume.log", config=LORA) == 0, \
+            (work / "resume.log").read_text()[-6000:]
         (work / "metrics_resume.jsonl").write_bytes((work / "checkpoints" / "metrics.jsonl").read_bytes())
     return {"work": work, "ckpt": work / "checkpoints", "first": metrics(work / "metrics_first.jsonl"),
             "resume": metrics(work / "metrics_resume.jsonl")}
@@ -78,6 +135,8 @@ def test_two_steps_run_and_log_their_metrics(run):
                     "training/episode/score/mean", "training/episode/generated_tokens/mean"):
             assert key in m, (step, key, sorted(m))
         assert m["training/episode/generated_tokens/mean"] > 0  # the model generated them
+        # the rollout's log-probs are the actor's (the adapter merged into the weights the engine plays)
+        assert m["actor/rollout_actor/logp_abs_diff_max"] < 1e-4, m["actor/rollout_actor/logp_abs_diff_max"]
 
 
 @pytest.mark.engine
@@ -101,65 +160,78 @@ def test_rewards_reach_verl_as_the_verdicts(run):
 
 
 @pytest.mark.engine
-def test_the_actor_changes_where_advantages_are_not_zero(run):
+def test_only_the_adapter_trains_where_advantages_are_not_zero(run):
+    """Step 1 moved the adapter (its B matrices start at zero) and left every base weight as the
+    model on disk; the optimizer holds state for the adapter's matrices alone."""
     import torch
     from safetensors.torch import load_file
 
     m = run["first"][1]
     assert abs(m.get("critic/advantages/max", 0.0)) > 0 or abs(m.get("critic/advantages/min", 0.0)) > 0
-    before = load_file(str(run["work"] / "smoke" / "model" / "model.safetensors"))
+    base = load_file(str(run["work"] / "smoke" / "model" / "model.safetensors"))
     after = actor_state(run["ckpt"] / "global_step_1")
-    changed = [k for k in before if k in after and not torch.equal(before[k].float(), after[k].float())]
-    assert changed, "no parameter changed in step 1"
-
-
-def actor_state(step_dir: Path) -> dict:
-    import torch
-
-    sd = torch.load(step_dir / "actor" / "model_world_size_1_rank_0.pt", map_location="cpu", weights_only=False)
-    return {k.removeprefix("_fsdp_wrapped_module."): (v.full_tensor() if hasattr(v, "full_tensor") else v) for k, v in sd.items()}
+    lora = {k: v for k, v in after.items() if ".lora_" in k}
+    assert lora and any(k.endswith("lora_B.default.weight") and v.abs().max() > 0 for k, v in lora.items())
+    frozen = {k.removeprefix("base_model.model.").replace(".base_layer.", "."): v for k, v in after.items()
+              if ".lora_" not in k}
+    assert set(frozen) <= set(base) | {"lm_head.weight"} and frozen
+    for k, v in frozen.items():
+        if k in base:
+            assert torch.equal(v.float(), base[k].float()), k
+    optim = torch.load(run["ckpt"] / "global_step_1" / "actor" / "optim_world_size_1_rank_0.pt", map_location="cpu",
+                       weights_only=False)
+    state = optim["state"] if "state" in optim else optim.get("optimizer", {}).get("state", {})
+    assert state and len(state) == len(lora), (len(state), len(lora))  # Adam moments for the adapter only
 
 
 @pytest.mark.engine
-def test_after_sync_the_engine_scores_a_fixed_prompt_as_the_saved_actor(run):
-    """The engine's log-probs of the probe after step N's sync (tagged global_steps N: the weights
-    after step N's update) equal the step-N actor's; the resumed launch's first sync serves the
-    restored step-2 weights."""
+def test_after_each_sync_the_engine_plays_the_adapter_the_actor_trained(run):
+    """The engine's log-probs of the probe after step N's sync equal step N's actor with its
+    adapter (base + adapter as PEFT computes it) within 1e-4, and differ from the base model's by
+    far more: the rollout plays the policy being trained, not the base. Before any step (the
+    startup sync, the adapter's B still zero) it plays the base; the resumed launch's first sync
+    plays the restored step-2 adapter."""
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM
 
-    from trainer.verl.cpu.rollout import PROBE_IDS, PROBE_RESPONSE, token_logprobs
-
-    probes = [json.loads(x) for x in (run["work"] / "probe.jsonl").read_text().splitlines() if x.strip()]
-    by_step = {p["global_steps"]: p["logprobs"] for p in probes}
+    by_step = check_engine_follows_the_actor(run["work"] / "probe.jsonl", run["work"] / "smoke" / "model", run["ckpt"],
+                                             (1, 2, 3))
+    base = probe_logprobs(AutoModelForCausalLM.from_pretrained(str(run["work"] / "smoke" / "model"),
+                                                               torch_dtype=torch.float32).eval())
+    assert by_step[0] == pytest.approx(base, abs=1e-4)
+    for step in (1, 2, 3):
+        assert max(abs(a - b) for a, b in zip(by_step[step], base)) > 1e-2, step  # 100x the tolerance
+    probes = engine_probes(run["work"] / "probe.jsonl")
     resumed = [p for p in probes if p["sync"] == 1][-1]  # the second launch's first sync
     assert resumed["global_steps"] == 2 and resumed["logprobs"] == by_step[2]
-    cfg = AutoConfig.from_pretrained(str(run["work"] / "smoke" / "model"))
-    for step in (1, 2):
-        model = AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.float32)
-        missing, unexpected = model.load_state_dict(actor_state(run["ckpt"] / f"global_step_{step}"), strict=False)
-        assert not unexpected and set(missing) <= {"lm_head.weight"}
-        model.tie_weights()
-        actor = token_logprobs(model.eval(), PROBE_IDS, PROBE_RESPONSE)
-        engine = by_step[step]
-        assert engine == pytest.approx(actor, abs=1e-4), (step, engine, actor)
-    assert by_step.get(1) != by_step.get(2)  # the weights moved between the syncs
+    assert by_step[1] != by_step[2] != by_step[3]  # the adapter moved between the syncs
 
 
 @pytest.mark.engine
 def test_checkpoint_verifies_and_a_second_launch_resumes_at_step_3(run):
     r = subprocess.run(["uv", "run", "--frozen", "tbt", "checkpoint", "verify", str(run["ckpt"] / "global_step_2")],
                        cwd=ROOT, capture_output=True, text=True, timeout=300)
-    if r.returncode != 0:  # verify takes the checkpoint directory
-        r = subprocess.run(["uv", "run", "--frozen", "tbt", "checkpoint", "verify", str(run["ckpt"]), "--step", "2"],
-                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
+    assert "LoRA" in r.stdout, r.stdout  # verify says what kind of checkpoint it read
     # the resumed launch adds step 3 to the metrics file; the steps before it are kept as logged (patch 0004)
     assert sorted(run["resume"]) == [1, 2, 3], sorted(run["resume"])
     assert {s: run["resume"][s] for s in (1, 2)} == run["first"]
     assert (run["ckpt"] / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
 
 
+@pytest.mark.engine
+def test_the_resume_restores_the_adapters_optimizer_state(run):
+    """Adam's step count at step 3 continues step 2's (one optimizer step a training step): the
+    resumed launch loaded the adapter's optimizer state, not a fresh one."""
+    import torch
+
+    def steps(n: int) -> set[int]:
+        optim = torch.load(run["ckpt"] / f"global_step_{n}" / "actor" / "optim_world_size_1_rank_0.pt",
+                           map_location="cpu", weights_only=False)
+        state = optim["state"] if "state" in optim else optim.get("optimizer", {}).get("state", {})
+        return {int(v["step"]) for v in state.values()}
+
+    assert steps(2) == {2} and steps(3) == {3}
 
 
 @pytest.mark.engine
@@ -178,6 +250,7 @@ def test_the_resume_restores_the_online_difficulty_state(run):
     ends = [e for e in ends if e is not None]
     assert sorted(set(ends)) == [1, 2, 3]
 
+
 @pytest.mark.engine
 def test_training_records_read_as_tbt_runs(run):
     """Every episode of step 1 is in records/step_1.jsonl, and `tbt show` reads the file."""
@@ -193,25 +266,25 @@ def test_training_records_read_as_tbt_runs(run):
 
 
 @pytest.mark.engine
-def test_merged_checkpoint_loads_and_plays_an_episode(run, tmp_path):
-    """`tbt checkpoint merge` of step 2 gives a Hugging Face model that AutoModelForCausalLM loads
-    with the actor's weights (bfloat16: verl's merger casts), and the hf: policy plays a real
-    episode with it through `tbt run`."""
+def test_merged_checkpoint_carries_the_adapter_and_plays_an_episode(run, tmp_path):
+    """`tbt checkpoint merge --full-precision` of step 2 folds the adapter into a Hugging Face model
+    that AutoModelForCausalLM loads and that scores the probe as the actor with its adapter (1e-5);
+    `--adapter-only` exports the adapter alone, which PEFT loads onto the base model with the same
+    log-probs; and the hf: policy plays a real episode with the merged model through `tbt run`."""
     import torch
+    from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    from trainer.verl.cpu.rollout import PROBE_IDS, PROBE_RESPONSE, token_logprobs
-
-    target = tmp_path / "merged"
-    r = subprocess.run(["uv", "run", "--frozen", "tbt", "checkpoint", "merge", str(run["ckpt"]), "--step", "2",
-                        "--target", str(target)], cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stdout + r.stderr
+    actor = probe_logprobs(saved_actor(run["work"] / "smoke" / "model", run["ckpt"] / "global_step_2"))
+    target, adapter = tmp_path / "merged", tmp_path / "adapter"
+    for args in (["--target", str(target), "--full-precision"], ["--target", str(adapter), "--adapter-only"]):
+        r = subprocess.run(["uv", "run", "--frozen", "tbt", "checkpoint", "merge", str(run["ckpt"]), "--step", "2", *args],
+                           cwd=ROOT, capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stdout + r.stderr
     merged = AutoModelForCausalLM.from_pretrained(str(target), torch_dtype=torch.float32).eval()
-    state = actor_state(run["ckpt"] / "global_step_2")
-    for name, t in merged.state_dict().items():
-        if name in state:
-            assert torch.equal(t, state[name].to(torch.bfloat16).float()), name
-    assert len(token_logprobs(merged, PROBE_IDS, PROBE_RESPONSE)) == len(PROBE_RESPONSE)
+    assert probe_logprobs(merged) == pytest.approx(actor, abs=1e-5)
+    base = AutoModelForCausalLM.from_pretrained(str(run["work"] / "smoke" / "model"), torch_dtype=torch.float32)
+    assert probe_logprobs(PeftModel.from_pretrained(base, str(adapter)).eval()) == pytest.approx(actor, abs=1e-5)
     out, only = tmp_path / "r.jsonl", tmp_path / "one.yaml"
     only.write_text("- toy_loans.py:test_fine_correction\n")
     r = subprocess.run(["uv", "run", "--frozen", "tbt", "run", "data/samples", "--policy", f"hf:{target},max_tokens=16",

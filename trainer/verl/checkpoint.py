@@ -22,8 +22,8 @@ the model shards holding the PEFT state (`base_model.model.<module>.base_layer.w
 `<module>.lora_A.default.weight`, `.lora_B.default.weight`; with `checkpoint.save_lora_only` only the
 adapter's, a "LoRA-only" save), the optimizer shards the adapter's state, and `actor/lora_train_meta.json`
 ({"r", "lora_alpha", "task_type"}: the merger's only source of lora_alpha). verl's merger writes such a
-step's adapter to `TARGET/lora_adapter` and the model with the BASE weights only: `fold_adapter_into`
-puts the adapter into the merged weights, `export_adapter` writes it alone for vLLM / PEFT.
+step's adapter to `TARGET/lora_adapter` and the model with the BASE weights only: trainer/verl/lora_merge.py
+folds the adapter into the merged weights, or writes it alone for vLLM / PEFT.
 
 A step is complete when every rank's shards are there and non-empty (and end like a whole torch
 archive: a save killed mid-write leaves a truncated one), fsdp_config.json names the world size,

@@ -26,6 +26,7 @@ from typer.testing import CliRunner
 
 from trainer.cli import app
 from trainer.verl import checkpoint as ck
+from trainer.verl import merge as mg
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "checkpoints" / "tiny"
@@ -386,6 +387,6 @@ def test_check_merged_model_names_what_is_wrong(written, merged, tmp_path, what,
         case "a weight":
             (bad / "model.safetensors").unlink()
             without_key(target / "model.safetensors", bad / "model.safetensors", "model.layers.1.mlp.down_proj.weight")
-    report = ck.check_merged_model(bad, expect_config=ckpt / actor(2) / "huggingface" / "config.json")
+    report = mg.check_merged_model(bad, expect_config=ckpt / actor(2) / "huggingface" / "config.json")
     assert not report.ok and any(message in p for p in report.problems), report.problems
-    assert ck.check_merged_model(target, load=False).ok
+    assert mg.check_merged_model(target, load=False).ok

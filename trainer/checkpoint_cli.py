@@ -12,6 +12,7 @@ from typing import Annotated, NoReturn, Optional
 import typer
 
 from trainer.verl import checkpoint as ck
+from trainer.verl import merge as mg
 from trainer.verl import lora_merge as lm
 
 checkpoint_app = typer.Typer(help="verl FSDP checkpoints: verify every rank's shards, merge a step into a "
@@ -156,23 +157,23 @@ def merge_command(
                    f"{_export_hint(root, step)}", err=True)
     elif full_precision:
         try:
-            dtype = ck.copy_saved_hf(actor_dir, target)
-        except ck.NoSavedWeights as e:
+            dtype = mg.copy_saved_hf(actor_dir, target)
+        except mg.NoSavedWeights as e:
             typer.echo(f"error: {e}", err=True)
             raise typer.Exit(1)
         typer.echo(f"copied global_step_{step}'s saved Hugging Face model ({dtype} weights, as trained): "
                    f"{actor_dir / 'huggingface'} -> {target}", err=True)
     else:
         _replace_folder(target / lm.ADAPTER_DIR)  # (--overwrite) one there now is verl's merger's, of this step
-        cmd = ck.merger_command(actor_dir, target, python)
+        cmd = mg.merger_command(actor_dir, target, python)
         typer.echo(f"merging global_step_{step} ({actor.world_size} rank(s)): {' '.join(cmd)}", err=True)
-        code = ck.run_merger(cmd, lambda line: typer.echo(f"  | {line}", err=True))
+        code = mg.run_merger(cmd, lambda line: typer.echo(f"  | {line}", err=True))
         if code != 0:
             typer.echo(f"error: the merger failed (exit {code}); its output is above", err=True)
             raise typer.Exit(1)
         if lora or (target / lm.ADAPTER_DIR).exists():
             _fold_merged(step, target, _export_hint(root, step))
-    merged = ck.check_merged_model(target, expect_config=actor_dir / "huggingface" / "config.json", load=not skip_load)
+    merged = mg.check_merged_model(target, expect_config=actor_dir / "huggingface" / "config.json", load=not skip_load)
     for p in merged.problems:
         typer.echo(f"error: {p}", err=True)
     if not merged.ok:

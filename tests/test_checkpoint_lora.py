@@ -23,10 +23,9 @@ import threading
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from trainer import checkpoint_cli
-from trainer.cli import app
+from test_checkpoint import clone, tbt
 from trainer.verl import checkpoint as ck
 from trainer.verl import lora_merge as lm
 
@@ -40,26 +39,6 @@ HF = LORA / "global_step_2" / "actor" / "huggingface"
 IDS = [[1, 5, 20, 30, 40, 2, 1, 6, 9, 12, 33, 47]]  # a few of the 61 token ids
 BF16_TOL = 2e-2  # verl's merger stores bfloat16 weights: ~2.4e-3 here
 FP32_TOL = 1e-5  # float32 throughout: the order of float operations (~5e-7 here)
-runner = CliRunner()
-
-
-def tbt(*args) -> tuple[int, str]:
-    r = runner.invoke(app, [str(a) for a in args])
-    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
-    assert "Traceback" not in r.output
-    return r.exit_code, r.output
-
-
-def clone(src: Path, dst: Path) -> Path:
-    """A copy to break, hard-linked where possible: every change below replaces a file (unlink, then
-    write), never writes into one, so the committed fixture stays whole."""
-    def link_or_copy(s, d):
-        try:
-            Path(d).hardlink_to(s)
-        except OSError:
-            shutil.copy2(s, d)
-    shutil.copytree(src, dst, copy_function=link_or_copy)
-    return dst
 
 
 def replace(path: Path, data: bytes) -> None:

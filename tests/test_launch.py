@@ -414,6 +414,21 @@ REFERENCE_PROFILE = {
 }
 
 
+def dry_run_overrides(env: dict[str, str]) -> tuple[dict[str, list[str]], list[str]]:
+    """scripts/run_train.sh's dry run in `env` (CONFIG and the rest): (every override printed, by
+    key; the preflight's lines)."""
+    r = subprocess.run(["bash", "-c", "DRY_RUN=true scripts/run_train.sh"], cwd=ROOT, env=env, capture_output=True,
+                       text=True, timeout=180)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr
+    lines = [x.strip().rstrip(" \\") for x in r.stdout.splitlines()]
+    printed: dict[str, list[str]] = {}
+    for x in lines[lines.index("python -m verl.trainer.main_ppo") + 1:lines.index("# preflight")]:
+        key, _, value = x.partition("=")
+        printed.setdefault(key, []).append(value)
+    return printed, lines[lines.index("# preflight"):]
+
+
+
 def test_the_reference_config_is_the_published_profile(pool, tmp_path):
     """The acceptance command (`DRY_RUN=true CONFIG=configs/reference_3x8.yaml scripts/run_train.sh`
     with the launch site's variables) prints every value of the profile, once each; the composed
@@ -430,17 +445,10 @@ def test_the_reference_config_is_the_published_profile(pool, tmp_path):
     env = {**{k: v for k, v in BASE_ENV.items() if k not in ("DRY_RUN", "MODEL_FAMILY", "EXPERIMENT")}, **pool,
            "CONFIG": "configs/reference_3x8.yaml", "MODEL_PATH": str(tmp_path / "model"), "CKPT_DIR": "/shared/ckpt",
            "NODE_GPUS": "8"}
-    r = subprocess.run(["bash", "-c", "DRY_RUN=true scripts/run_train.sh"], cwd=ROOT, env=env, capture_output=True,
-                       text=True, timeout=180)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr
-    lines = [x.strip().rstrip(" \\") for x in r.stdout.splitlines()]
-    printed: dict[str, list[str]] = {}
-    for x in lines[lines.index("python -m verl.trainer.main_ppo") + 1:lines.index("# preflight")]:
-        key, _, value = x.partition("=")
-        printed.setdefault(key, []).append(value)
+    printed, lines = dry_run_overrides(env)  # lines: the preflight's and after
     for key, value in REFERENCE_PROFILE.items():
         assert printed.get(key) == [value], (key, printed.get(key))
-    assert not fails(r.stdout) and not any(x.startswith("need") for x in lines), r.stdout
+    assert not fails("\n".join(lines)) and not any(x.startswith("need") for x in lines), lines
     for rule in ("ulysses_sequence_parallel_size divides the world: actor_rollout_ref.actor.ulysses_sequence_parallel_size=4, world 3x8=24",
                  "tensor_model_parallel_size divides the world: actor_rollout_ref.rollout.tensor_model_parallel_size=4, world 3x8=24",
                  "train_batch_size x n divides across ranks: data.train_batch_size=18 x rollout.n=8 = 144 over 24 ranks",

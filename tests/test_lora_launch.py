@@ -6,11 +6,11 @@ never plays refused, each way it plays it said; and the GPU LoRA configs
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
+from test_launch import dry_run_overrides
 from trainer.verl.launch import main, plan
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -151,15 +151,7 @@ LORA_KEYS = {M + "lora_rank": "32", M + "lora_alpha": "32", M + "target_modules"
 
 def dry_run(config: str, env: dict[str, str]) -> tuple[dict[str, list[str]], list[str]]:
     """scripts/run_train.sh's dry run of `config`: (every override printed, by key; the preflight's lines)."""
-    r = subprocess.run(["bash", "-c", "DRY_RUN=true scripts/run_train.sh"], cwd=ROOT, capture_output=True, text=True,
-                       timeout=180, env={**env, "CONFIG": config})
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr
-    lines = [x.strip().rstrip(" \\") for x in r.stdout.splitlines()]
-    printed: dict[str, list[str]] = {}
-    for x in lines[lines.index("python -m verl.trainer.main_ppo") + 1:lines.index("# preflight")]:
-        key, _, value = x.partition("=")
-        printed.setdefault(key, []).append(value)
-    return printed, lines[lines.index("# preflight"):]
+    return dry_run_overrides({**env, "CONFIG": config})
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,37 @@ import pytest  # noqa: E402
 
 from fakes import Endpoint  # noqa: E402
 
+_PATCH_NOTE = pytest.StashKey[str]()
+
+
+def pytest_configure(config):
+    """The project's patches put into the installed verl before any test module imports it, as
+    `scripts/run_train.sh` does before every launch (idempotent: a patched verl is left as it is).
+    Many tests run verl's patched modules, and a fresh `uv sync` (or `uv sync --reinstall`) leaves
+    verl's stock files. Done once, by the process that starts the run (with pytest-xdist, before
+    its workers start): nothing imports verl while its files change. A verl the patches must not
+    touch (another version, a file edited by hand) stops the run here, naming the file and the fix."""
+    if hasattr(config, "workerinput"):  # an xdist worker: the controller has done it
+        return
+    from trainer.verl.patching import PatchError, apply_all, site_of_installed, states
+
+    try:
+        site = site_of_installed()
+        before = sum(s.state == "applied" for s in states(site))
+        after = apply_all(site)
+    except PatchError as e:
+        pytest.exit(f"tests/conftest.py: the project's verl patches cannot go into the installed verl: {e}\n"
+                    "fix: `uv sync --reinstall-package verl`, then `uv run python scripts/prepare_verl.py --install`",
+                    returncode=4)
+    applied = len(after) - before
+    config.stash[_PATCH_NOTE] = (f"verl patches: {len(after)} in force in {site / 'verl'}"
+                                 + (f" ({applied} applied now, as scripts/prepare_verl.py --install does)" if applied else ""))
+
+
+def pytest_report_header(config):
+    note = config.stash.get(_PATCH_NOTE, None)
+    return [note] if note else []
+
 
 @pytest.fixture
 def endpoints():

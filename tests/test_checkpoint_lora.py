@@ -23,6 +23,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from need import need_vllm
 
 from trainer import checkpoint_cli
 from test_checkpoint import clone, tbt
@@ -411,7 +412,7 @@ def test_vllm_reads_the_exported_adapter(tmp_path):
     """vLLM's own LoRA loader (what `vllm serve BASE --enable-lora --lora-modules NAME=DIR` runs):
     the config passes its checks, every module's A and B load with PEFT's scale. (Serving the tiny
     model itself is out: vLLM's CPU attention has no head size 8.)"""
-    pytest.importorskip("vllm")
+    need_vllm()
     code = f"""
 import json
 from vllm.config.lora import LoRAConfig

@@ -192,3 +192,11 @@ def test_the_real_series_partly_applied_is_completed(tmp_path):
         assert all(f"FAIL  {p.path.name}: stock" in v.stdout for p in later), v.stdout
     assert script("prepare_verl.py", "--install", "--site", str(site)).returncode == 0
     assert {p.target: (site / p.target).read_bytes() for p in patches()} == installed
+
+
+def test_the_test_run_put_every_patch_into_the_installed_verl():
+    """tests/conftest.py applies the patches before any test imports verl, so the README's
+    `uv run pytest` right after `uv sync` runs the patched verl (as a launch would)."""
+    site = patching.site_of_installed()
+    assert {s.patch.path.name: s.state for s in patching.states(site)} == {
+        p.path.name: "applied" for p in patching.patches()}

@@ -289,7 +289,7 @@ def test_the_driver_check_reads_the_node_and_is_skipped_without_nvidia_smi(monke
 
 GPU_PY = Path(os.environ.get("TBT_GPU_PYTHON", ROOT / ".deps/gpu-env/bin/python"))
 gpu_env = pytest.mark.skipif(not GPU_PY.exists() and not os.environ.get("TBT_REQUIRE_GPU_ENV"),
-                             reason="gpu extra env not built: bash scripts/setup_gpu_env.sh")
+                             reason="gpu extra env not built: bash scripts/setup_engine_tests.sh")
 # run in the gpu env: the rehearsal of each config, one process (the imports once)
 DRIVER = """
 import json, os, sys
@@ -308,11 +308,11 @@ print("RESULT " + json.dumps(out))
 @pytest.mark.engine
 @gpu_env
 def test_every_gpu_config_rehearsed_in_the_gpu_env():
-    """CI builds the env (scripts/setup_gpu_env.sh) and sets TBT_REQUIRE_GPU_ENV=1, so there this
+    """CI builds the env (scripts/setup_engine_tests.sh, a README command) and sets TBT_REQUIRE_GPU_ENV=1, so there this
     test cannot be skipped. In that env: vLLM parses verl's server arguments for every config,
     nccl resolves (cupy), fla imports for the qwen3_5 family; flash_attention_2 passes where
     flash-attn is built, else fails as a GPU-node build; the smoke on sdpa passes whole."""
-    assert GPU_PY.exists(), f"{GPU_PY} missing: run bash scripts/setup_gpu_env.sh"
+    assert GPU_PY.exists(), f"{GPU_PY} missing: run bash scripts/setup_engine_tests.sh"
     runs = [*GPU_CONFIGS, ("gpu_smoke sdpa", "configs/cpu_smoke.yaml",
                            [*GPU_SMOKE[:-2], "actor_rollout_ref.model.use_remove_padding=false",
                             "+actor_rollout_ref.model.override_config.attn_implementation=sdpa"], SMOKE_ENV)]

@@ -131,8 +131,8 @@ def test_the_report_renders_every_plot_in_headless_chromium(full):
     exe = browser()
     if exe is None:
         if os.environ.get("CI"):
-            pytest.fail(f"no browser ({', '.join(BROWSERS)}) in CI: .ci/run installs Debian's chromium")
-        pytest.skip(f"no headless browser found ({', '.join(BROWSERS)}): apt-get install chromium")
+            pytest.fail(f"no browser ({', '.join(BROWSERS)}) in CI: README's bash scripts/setup_engine_tests.sh installs Debian's chromium")
+        pytest.skip(f"no headless browser found ({', '.join(BROWSERS)}): run bash scripts/setup_engine_tests.sh")
     html = full[0]
     page = html.read_text(encoding="utf-8")
     probe = html.with_name("browser-check.html")

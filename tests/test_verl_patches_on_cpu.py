@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from need import need_vllm
 from omegaconf import OmegaConf
 
 PATCHES = Path(__file__).resolve().parents[1] / "trainer" / "verl" / "patches"
@@ -113,8 +114,8 @@ def test_patch_is_not_applied_twice(tmp_path, patch, monkeypatch):
         from verl.workers.engine.base import EngineRegistry
 
         monkeypatch.setattr(EngineRegistry, "_engines", {})
-    if "/vllm" in rel and importlib.util.find_spec("vllm") is None:
-        pytest.skip("importing verl's vLLM modules needs vLLM (uv sync --extra cpu)")
+    if "/vllm" in rel:  # importing verl's vLLM modules needs vLLM
+        need_vllm()
     package = rel.removesuffix(".py").rpartition("/")[0].replace("/", ".")  # the target's own package
     patched_module(tmp_path, patch, rel, f"{package}._tb_twice_{patch.stem.replace('-', '_')}")
     again = subprocess.run(["patch", "-p1", "--forward", "--dry-run", "-i", str(patch)], cwd=tmp_path,
@@ -1226,8 +1227,7 @@ def test_0015_0016_verl_takes_vllms_cpu_build_for_vllm(tmp_path, monkeypatch, pa
     refuses its vLLM rollout; patched, it reads the CPU build's version."""
     import importlib.metadata as md
 
-    if importlib.util.find_spec("vllm") is None:
-        pytest.skip("vLLM is not installed here (uv sync --extra cpu)")
+    need_vllm()
     real = md.version
 
     def only_the_cpu_build(name: str) -> str:
@@ -1250,8 +1250,7 @@ def test_0018_verls_lora_load_into_vllm_keeps_the_names_vllm_packs(tmp_path):
     model's whole mapper, whose stacked maps rename `q_proj` to `qkv_proj`: the adapter's q/k/v
     matrices then reach vLLM as one unpacked tensor and its merged layer's `set_lora` fails
     (IndexError); patched, vLLM's unstacked mapper, which keeps `q_proj` for the manager to pack."""
-    if importlib.util.find_spec("vllm") is None:
-        pytest.skip("vLLM is not installed here (uv sync --extra cpu)")
+    need_vllm()
     from types import SimpleNamespace
 
     from vllm.config import LoRAConfig

@@ -231,8 +231,8 @@ def test_the_page_in_headless_chromium_filters_and_opens_episodes(runs, tmp_path
     exe = browser()
     if exe is None:
         if os.environ.get("CI"):
-            pytest.fail(f"no browser ({', '.join(BROWSERS)}) in CI: .ci/run installs Debian's chromium")
-        pytest.skip(f"no headless browser found ({', '.join(BROWSERS)}): apt-get install chromium")
+            pytest.fail(f"no browser ({', '.join(BROWSERS)}) in CI: README's bash scripts/setup_engine_tests.sh installs Debian's chromium")
+        pytest.skip(f"no headless browser found ({', '.join(BROWSERS)}): run bash scripts/setup_engine_tests.sh")
     a, b, ds, only = runs
     data = page_data([read_run(a), read_run(b)], ds)
     ra, rb = lines(a), lines(b)

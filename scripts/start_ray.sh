@@ -22,7 +22,10 @@
 #
 # Before Ray starts, this node is checked (python -m trainer.verl.node_check, trainer/verl/nodes.py): verl
 # with every patch of trainer/verl/patches in force, the process hooks loaded by verl, and with CONFIG
-# set the config's data, model and dataset paths and its user / judge endpoints from this node. With
+# set the config's data, model and dataset paths, its user / judge endpoints from this node, and what
+# it needs here (its compiled kernels import, its tracker can start, ninja and nvcc on the workers'
+# PATH, room for the kept checkpoints: trainer/verl/node_needs.py). The environment's bin/ and
+# $CUDA_HOME/bin (default /usr/local/cuda) go first on the PATH Ray's workers inherit. With
 # CKPT_DIR set, the head writes a marker there that each worker must read (one shared filesystem).
 # A node that fails is not started: its problems and their fixes, exit 1.
 # Arguments are passed on to `ray start` (e.g. --temp-dir /scratch/ray --block).
@@ -139,6 +142,15 @@ elif [[ -x .venv/bin/python ]]; then
 else
   py=python
 fi
+# the PATH this node's Ray workers get: the environment's bin/ (ninja; vLLM's FlashInfer JIT-compiles
+# with it) and the CUDA toolkit's (nvcc), ahead of the rest; a daemon started without them cannot
+# get them later
+bin_dir=$(cd "$(dirname "$(command -v "$py" || echo "$py")")" 2>/dev/null && pwd || true)
+cuda_bin="${CUDA_HOME:-/usr/local/cuda}/bin"
+for d in "$cuda_bin" "$bin_dir"; do
+  [[ -n $d && -d $d && :$PATH: != *:$d:* ]] && PATH="$d:$PATH"
+done
+export PATH
 if [[ $node_check == true ]]; then
   if [[ $dry_run == true ]]; then
     NODE_IP=$NODE_IP "$py" -m trainer.verl.node_check --role "$ROLE" --dry-run || exit $?

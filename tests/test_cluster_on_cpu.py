@@ -14,9 +14,10 @@ store and workers, as on three machines; what they share is the filesystem (SMOK
    lock into another directory, no patches): start_ray.sh refuses to start it, naming the node;
    started anyway (NODE_CHECK=false), the launch refuses the run before any rollout, naming it.
    Worker 127.0.0.3 restarted with a dead proxy for HTTP (ALL_PROXY: what httpx, the episodes'
-   client, honours; Ray's own gRPC does not read it): a user endpoint on 127.0.0.1 answers the head
-   but not that node, and the same launch names it too. (The nodes share one network namespace, so
-   the route only the head has is made with the node's HTTP environment.)
+   client, honours; Ray's own gRPC does not read it) and without the wandb key the head has: a
+   user endpoint on 127.0.0.1 answers the head but not that node, and that launch, logging to
+   wandb online, names both of its problems too. (The nodes share one network namespace, so the
+   route only the head has is made with the node's HTTP environment.)
 
 Nodes are stopped by session, never `ray stop` (which ends every Ray on the machine).
 
@@ -45,8 +46,10 @@ pytestmark = [pytest.mark.engine, pytest.mark.timeout(2400)]
 BASE = {k: v for k, v in os.environ.items()
         if not k.startswith(("TBT_", "GPUS_PER_NODE", "NODE_GPUS", "NNODES", "CKPT_DIR", "CONFIG", "MODEL_PATH",
                              "RAY_ADDRESS", "SMOKE_", "ALL_PROXY", "all_proxy", "HTTP_PROXY", "http_proxy",
-                             "HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy"))}
-BASE.update({"RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0", "RAY_USAGE_STATS_ENABLED": "0", "TBT_USER_API_KEY": "EMPTY"})
+                             "HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy", "WANDB_", "NETRC"))}
+BASE.update({"RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0", "RAY_USAGE_STATS_ENABLED": "0", "TBT_USER_API_KEY": "EMPTY",
+             "NETRC": "/nonexistent/netrc"})  # no wandb key from this machine's ~/.netrc
+WANDB_KEY = {"WANDB_API_KEY": "test-key-never-used"}  # the head's and 127.0.0.2's: wandb could start there
 PORT_FLAGS = ("--node-manager-port", "--object-manager-port", "--metrics-export-port", "--dashboard-agent-listen-port",
               "--dashboard-agent-grpc-port", "--runtime-env-agent-port")
 
@@ -120,7 +123,8 @@ def run(tmp_path_factory) -> dict:
     work = tmp_path_factory.mktemp("cluster")
     cluster, out = Cluster(work), {"work": work}
     try:
-        out["starts"] = [cluster.start(ip) for ip in ("127.0.0.1", "127.0.0.2", "127.0.0.3")]
+        out["starts"] = [cluster.start(ip, WANDB_KEY if ip != "127.0.0.3" else {})
+                         for ip in ("127.0.0.1", "127.0.0.2", "127.0.0.3")]
         assert all(r.returncode == 0 for r in out["starts"]), [r.stdout[-3000:] for r in out["starts"]]
         out["nodes"] = cluster.nodes()
         out["first"] = cluster.launch("first.log")
@@ -144,9 +148,9 @@ def run(tmp_path_factory) -> dict:
         assert made.returncode == 0, made.stderr[-3000:]
         cluster.stop("127.0.0.2")
         cluster.stop("127.0.0.3")
-        out["stock_start"] = cluster.start("127.0.0.2", {"RAY": str(stock / "bin" / "ray")})
+        out["stock_start"] = cluster.start("127.0.0.2", {"RAY": str(stock / "bin" / "ray"), **WANDB_KEY})
         out["nodes_after_refusal"] = cluster.nodes()
-        forced = cluster.start("127.0.0.2", {"RAY": str(stock / "bin" / "ray"), "NODE_CHECK": "false"})
+        forced = cluster.start("127.0.0.2", {"RAY": str(stock / "bin" / "ray"), "NODE_CHECK": "false", **WANDB_KEY})
         assert forced.returncode == 0, forced.stdout[-3000:]
         dead = free_ports(1)[0]  # nothing listens there
         proxied = cluster.start("127.0.0.3", {"ALL_PROXY": f"http://127.0.0.1:{dead}"})
@@ -155,8 +159,8 @@ def run(tmp_path_factory) -> dict:
         user = Endpoint(lambda path, body: (200, {}))
         try:
             out["user_url"] = user.url
-            out["refused"] = cluster.launch("refused.log", "trainer.total_training_steps=3",
-                                            env={"TBT_USER_SPEC": f"openai:{user.url}#tiny"})
+            out["refused"] = cluster.launch("refused.log", "trainer.total_training_steps=3", "trainer.logger=[console,wandb]",
+                                            env={"TBT_USER_SPEC": f"openai:{user.url}#tiny", "WANDB_MODE": "online"})
         finally:
             user.stop()
         return out
@@ -217,9 +221,11 @@ def test_the_launch_refuses_unready_nodes_by_name_before_any_rollout(run):
                       log, re.M)
     assert stock, log[-4000:]
     endpoint = re.search(rf"^FAIL  node 127\.0\.0\.3 \(\w{{8}}\) ready: user endpoint {re.escape(run['user_url'])}: "
-                         r"\w+ from here", log, re.M)
+                         r"\w+ from here.*; tracker: trainer.logger has wandb, WANDB_MODE is online here and no wandb key "
+                         r"is here", log, re.M)
     assert endpoint, log[-4000:]
     head = [line for line in log.splitlines() if line.startswith("ok    node ")]
-    assert len(head) == 1 and "user endpoint answering" in head[0], head
+    assert len(head) == 1 and "user endpoint answering" in head[0] and "wandb online with a key" in head[0], head
+    assert "test-key-never-used" not in log
     assert "error: 2 node(s) not ready" in log
     assert "TaskRunner" not in log and not (run["work"] / "checkpoints" / "global_step_3").exists()

@@ -136,7 +136,8 @@ def test_the_bare_async_dry_run_on_a_fresh_clone_exits_0_and_names_what_a_launch
     env = {k: v for k, v in BASE_ENV.items() if k not in ("DRY_RUN", "MODEL_FAMILY", "EXPERIMENT", "RAY_ADDRESS")}
     pool = ROOT / "quickstart" / "prepared"
     if (pool / "train.parquet").exists() or (pool / "test.parquet").exists():
-        pytest.skip(f"{pool} holds a prepared pool: not a fresh clone")
+        # README's start (`tbt quickstart`) made the pool: the same launch over a pool not made yet
+        env |= {"TRAIN_FILE": str(tmp_path / "train.parquet"), "VAL_FILE": str(tmp_path / "test.parquet")}
     r = subprocess.run(["bash", "-c", cmd], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr
     lines = [x.strip().rstrip(" \\") for x in r.stdout.splitlines()]
@@ -399,7 +400,9 @@ REFERENCE_PROFILE = {
     "actor_rollout_ref.rollout.tensor_model_parallel_size": "4",
     "actor_rollout_ref.rollout.temperature": "1.0", "actor_rollout_ref.rollout.top_k": "20",
     "actor_rollout_ref.rollout.top_p": "0.95",
-    "actor_rollout_ref.actor.optim.lr": "1e-06", "actor_rollout_ref.actor.optim.weight_decay": "0.0",
+    "actor_rollout_ref.actor.optim.lr": "1e-06", "actor_rollout_ref.actor.optim.weight_decay": "0.01",
+    "actor_rollout_ref.rollout.max_num_batched_tokens": "32768", "trainer.max_actor_ckpt_to_keep": "2",
+    "trainer.logger": "[console,wandb]",
     "actor_rollout_ref.actor.fsdp_config.param_offload": "true", "actor_rollout_ref.actor.fsdp_config.optimizer_offload": "true",
     "actor_rollout_ref.ref.fsdp_config.param_offload": "true",
     "algorithm.use_kl_in_reward": "false", "actor_rollout_ref.actor.use_kl_loss": "false",

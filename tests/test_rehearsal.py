@@ -85,7 +85,7 @@ def test_a_flash_attention_2_config_fails_the_attention_check_naming_key_impleme
     line = attn.line()
     assert line.startswith("FAIL") and ATTN_KEY in line and "flash_attention_2" in line
     assert "FlashAttention2 has been toggled on" in line  # transformers' own refusal
-    assert "flash-attn" in line and "uv sync --extra gpu" in line  # what installs it
+    assert "flash-attn" in line and "bash scripts/setup_node.sh" in line  # what installs it
     assert ("verl's default" in line) == (name != "gpu_smoke")  # unset: verl's default; the smoke sets it
 
 
@@ -107,7 +107,7 @@ def test_the_nccl_backend_fails_the_registry_check_naming_cupy(config):
     assert c.rule == "rehearsal: weight-sync backend nccl" and not c.ok, c.line()
     assert f"{ENGINE_KEY}.backend=nccl" in c.detail and "KeyError" in c.detail
     assert "nccl_checkpoint_engine does not import (ModuleNotFoundError: No module named 'cupy')" in c.detail
-    assert "cupy-cuda13x" in c.detail and "uv sync --extra gpu" in c.detail
+    assert "cupy-cuda13x" in c.detail and "bash scripts/setup_node.sh" in c.detail
     assert not by_rule(kernel_checks(cfg, "qwen3"), "rehearsal: kernel cupy").ok
 
 
@@ -214,8 +214,8 @@ def test_the_vllm_check_without_vllm_says_how_to_get_it(workdir):
         pytest.skip("vLLM is importable here (the gpu extra): the engine test covers it")
     c = vllm_args_check(composed("configs/train_single_node.yaml"), object())
     assert c.skipped and c.ok and c.detail == gpu_extra_missing()
-    assert ("vllm not installed (uv sync --extra gpu" in c.detail or
-            "vLLM's CPU build here (the cpu extra), not the gpu extra's (uv sync --extra gpu" in c.detail)
+    assert ("vllm not installed (bash scripts/setup_node.sh" in c.detail or
+            "vLLM's CPU build here (the cpu extra), not the gpu extra's (bash scripts/setup_node.sh" in c.detail)
 
 
 def test_the_launch_says_the_rehearsal_was_skipped_and_why(capsys, tmp_path):
@@ -236,7 +236,7 @@ def test_the_launch_says_the_rehearsal_was_skipped_and_why(capsys, tmp_path):
         assert line == f"# rehearsal: skipped ({missing or 'DRY_RUN=strict runs it'})"
         assert out.index(line) > out.index("# preflight") and not any(x.startswith("ok    rehearsal") for x in out)
     if missing:
-        assert "uv sync --extra gpu" in missing
+        assert "bash scripts/setup_node.sh" in missing
 
 
 # --- the NVIDIA driver (preflight) -----------------------------------------------------------

@@ -14,6 +14,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -210,3 +211,20 @@ def test_a_real_head_with_faked_gpus():
         left = end_session(sid)
         shutil.rmtree(temp, ignore_errors=True)
     assert left == [], f"Ray processes left running: {left}"
+
+
+def test_rays_workers_get_the_environments_bin_and_the_cuda_toolkit_on_path(tmp_path):
+    """`ray start` runs with the environment's bin/ (ninja) and $CUDA_HOME/bin (nvcc) first on PATH,
+    the PATH every worker of the node inherits (vLLM's FlashInfer JIT runs both there)."""
+    env_bin, cuda = tmp_path / "env" / "bin", tmp_path / "cuda"
+    env_bin.mkdir(parents=True)
+    (cuda / "bin").mkdir(parents=True)
+    (env_bin / "ray").write_text('#!/bin/sh\necho "$PATH" > "$SEEN"\n')
+    (env_bin / "python").write_text(f'#!/bin/sh\nexec {shlex.quote(os.path.realpath(sys.executable))} "$@"\n')
+    for f in ("ray", "python"):
+        (env_bin / f).chmod(0o755)
+    r = start_ray({"ROLE": "head", "NODE_IP": "127.0.0.1", "GPUS_PER_NODE": "0", "RAY": str(env_bin / "ray"),
+                   "NODE_CHECK": "false", "CUDA_HOME": str(cuda), "SEEN": str(tmp_path / "seen")}, dry_run=False)
+    assert r.returncode == 0, r.stderr
+    path = (tmp_path / "seen").read_text().strip().split(":")
+    assert path[:2] == [str(env_bin), str(cuda / "bin")] and path[2:] == os.environ["PATH"].split(":")

@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 import yaml
 
 from trainer.rollout.sampling import SAMPLING_FILE, SamplingError, load_sampling
-from trainer.verl.preflight import ENTRIES, ROOT, Check, Entry, LaunchError, cfg_get, preflight, render, unset_names
+from trainer.verl.preflight import ENTRIES, ROOT, Check, Entry, LaunchError, cfg_get, on_cluster, preflight, render, unset_names
 
 DEFAULT_CONFIG = ROOT / "configs" / "train_single_node.yaml"
 SAMPLING = SAMPLING_FILE
@@ -212,7 +212,9 @@ def plan(cli: Sequence[str], env: Mapping[str, str]) -> tuple[list[str], Any, li
         if missing:
             raise LaunchError(f"variables not set: {', '.join(missing)}; and {e}") from None
         raise
-    extra = cluster_env(cfg, env, extras.env)
+    from trainer.verl.tracker import tracker_env
+
+    extra = cluster_env(cfg, env, {**tracker_env(cfg, env), **extras.env})
     if extra:
         overrides = [*overrides, *extra]
         cfg = compose(overrides, entry)
@@ -228,8 +230,6 @@ def cluster_env(cfg: Any, env: Mapping[str, str], variables: Mapping[str, str]) 
     overrides that give the config's `env:` to every Ray worker through verl's runtime env: the
     workers of such a cluster run in the environment each node's `ray start` had, not the launch's
     (a local Ray's workers inherit it). A variable the config already sets there is kept."""
-    from trainer.verl.nodes import on_cluster
-
     if not variables or not on_cluster(cfg, env):
         return []
     quoted = {k: "'" + str(v).replace("\\", "\\\\").replace("'", "\\'") + "'" for k, v in variables.items()}  # strings, as Ray wants (2 is not "2")

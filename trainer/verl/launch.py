@@ -104,7 +104,8 @@ from typing import Any, Mapping, Sequence
 
 from trainer.core.redact import redact
 from trainer.verl.config_read import plan
-from trainer.verl.preflight import ROOT, Check, LaunchError, cfg_get, file_checks, gpu_split, openai_endpoints
+from trainer.verl.tracker import tracker_env
+from trainer.verl.preflight import ROOT, Check, LaunchError, cfg_get, file_checks, gpu_split, on_cluster, openai_endpoints
 
 UV_RAY_HOOK = "RAY_ENABLE_UV_RUN_RUNTIME_ENV"  # Ray's `uv run` runtime-env hook (main: off for the launch)
 
@@ -154,6 +155,8 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         for c in extras.prepare:
             print(redact("python " + " ".join(c) + ("   (skipped: SKIP_PREPARE, run by the caller)" if skip else ""), env, urls=True))
     dry, lenient = mode is not None, mode == "true"  # DRY_RUN=true: inputs of the launch site may be missing
+    if not dry:
+        checks = checks + this_node_checks(cfg, {**env, **tracker_env(cfg, env), **extras.env})
     print("# preflight")
     for c in checks:
         print(redact(c.line(lenient), env, urls=True))
@@ -188,8 +191,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     if down:
         print(redact("error: endpoint(s) not answering: " + "; ".join(down), env, urls=True), file=sys.stderr)
         return 1
-    env.update(extras.env)
-    env.setdefault("WANDB_MODE", "offline")  # wandb logs locally unless the user asks for online
+    env.update({**tracker_env(cfg, env), **extras.env})  # wandb logs locally unless WANDB_MODE says otherwise
     # under `uv run` (`uv run tbt quickstart --train`), Ray's uv hook would rewrite verl's runtime
     # env to start every worker through `uv run` in a packaged working directory, and fails on the
     # working_dir verl leaves unset (TypeError: path_or_uri must be a string): the workers run
@@ -212,6 +214,22 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     if env.get("VERL_FILE_LOGGER_PATH"):  # verl's file logger opens it without making its folder
         Path(env["VERL_FILE_LOGGER_PATH"]).parent.mkdir(parents=True, exist_ok=True)
     return subprocess.call([sys.executable, "-m", extras.entry.module, *overrides], env=env, cwd=str(ROOT))
+
+
+def this_node_checks(cfg: Any, env: Mapping[str, str]) -> list[Check]:
+    """A real launch whose run stays on this machine (verl starts its own Ray): what the config needs
+    here (trainer/verl/node_needs.py: kernels, tracker, JIT tools, checkpoint space), one check
+    naming the node and every problem, before anything starts. On a Ray cluster every node runs
+    the same checks (node_checks)."""
+    import socket
+
+    from trainer.verl.node_needs import need_problems, needs_of
+    if on_cluster(cfg, env):
+        return []
+    problems, notes = need_problems(needs_of(cfg), env)
+    node = f"{socket.gethostname()} (this node)"
+    return [Check(f"node {node} ready", not problems, "; ".join(problems) if problems else ", ".join(notes) or "nothing needed",
+                  brief=f"node {node} not ready", site=True)]
 
 
 def rehearsal(cfg: Any, mode: str, env: Mapping[str, str]) -> list[Check]:
@@ -253,7 +271,7 @@ def roll_back_replayed(cfg: Any, env: Mapping[str, str]) -> None:
 
 def node_plan(cfg: Any, env: Mapping[str, str]) -> None:
     """DRY_RUN: what the node checks (point 7) would check on every node, where the run goes to a cluster."""
-    from trainer.verl.nodes import describe, on_cluster, spec_of
+    from trainer.verl.nodes import describe, spec_of
 
     if not on_cluster(cfg, env):
         print("# nodes: a local Ray started by verl (no RAY_ADDRESS, trainer.nnodes=1): no node checks")
@@ -265,7 +283,7 @@ def node_plan(cfg: Any, env: Mapping[str, str]) -> None:
 
 def node_checks(cfg: Any, env: Mapping[str, str]) -> bool:
     """The node checks (point 7) where the run goes to a cluster, printed; True when one failed."""
-    from trainer.verl.nodes import cluster_checks, on_cluster
+    from trainer.verl.nodes import cluster_checks
 
     if not on_cluster(cfg, env):
         return False

@@ -19,7 +19,10 @@ the launch refuses the run, naming the node, unless each one has:
   node with its content (each rank writes its own shards, so identical node-local paths are not
   enough);
 - **the user and judge endpoints answering from there**: GET /models through the node's own HTTP
-  environment (its proxies too), as its agent loop will reach them.
+  environment (its proxies too), as its agent loop will reach them;
+- **what the config needs there** (trainer/verl/node_needs.py): its compiled kernels import, its
+  tracker can start, ninja and nvcc are on the workers' PATH where vLLM JIT-compiles, and the
+  checkpoint directory has room for the saves kept.
 
 `scripts/start_ray.sh` runs the same checks on its own node before Ray starts there
 (`python -m trainer.verl.node_check --role head|worker`, trainer/verl/node_check.py): the verl and hooks checks always; with `CONFIG`
@@ -38,7 +41,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from trainer.verl.preflight import Check, cfg_get, cfg_int, input_paths, openai_endpoints
+from trainer.verl.node_needs import Needs, need_problems, needs_of
+from trainer.verl.node_needs import describe as describe_needs
+from trainer.verl.preflight import Check, cfg_get, input_paths, openai_endpoints
 
 ROOT = Path(__file__).resolve().parents[2]
 HOOKS_MODULE = "trainer.verl.hooks"
@@ -58,6 +63,7 @@ class NodeSpec:
     marker_by: str = "the launch node"  # who wrote it (start_ray.sh: the head)
     endpoints: tuple[tuple[str, str], ...] = ()  # (role, base URL of an OpenAI-compatible server)
     keys: tuple[tuple[str, str], ...] = ()  # (role, the variable its API key is read from on the node)
+    needs: Needs = Needs()  # kernels, tracker, JIT tools, checkpoint space (trainer/verl/node_needs.py)
 
 
 @dataclass
@@ -185,6 +191,9 @@ def node_report(spec: NodeSpec, name: str | None = None) -> NodeReport:
     report.problems += problems
     if spec.endpoints and not problems:
         report.notes.append(" and ".join(role for role, _ in spec.endpoints) + " endpoint answering")
+    needed, held = need_problems(spec.needs)
+    report.problems += needed
+    report.notes += held
     return report
 
 
@@ -218,7 +227,8 @@ def spec_of(cfg: Any, marker: str | None = None, token: str = "") -> NodeSpec:
             paths += [(f"dataset named by {p}", d) for d in parquet_datasets(_local(p))]
     found = openai_endpoints(cfg)
     return NodeSpec(paths=tuple(dict.fromkeys(paths)), marker=marker, token=token,
-                    endpoints=tuple((role, url) for role, url, _ in found), keys=tuple((role, var) for role, _, var in found))
+                    endpoints=tuple((role, url) for role, url, _ in found), keys=tuple((role, var) for role, _, var in found),
+                    needs=needs_of(cfg))
 
 
 def parquet_datasets(path: Path) -> list[str]:
@@ -230,12 +240,6 @@ def parquet_datasets(path: Path) -> list[str]:
     except Exception:  # noqa: BLE001 - not a prepared parquet: nothing named
         return []
     return sorted({row["dataset"] for row in table.column("extra_info").to_pylist() if row and row.get("dataset")})
-
-
-def on_cluster(cfg: Any, env: Mapping[str, str]) -> bool:
-    """Whether the run goes to a Ray cluster the launch did not start (the node checks apply):
-    `RAY_ADDRESS` set, or several nodes (the trainer's, or the fully-async rollout pool's)."""
-    return bool(env.get("RAY_ADDRESS")) or cfg_int(cfg, "trainer.nnodes") > 1 or cfg_int(cfg, "rollout.nnodes") > 1
 
 
 def _remote_report(spec: NodeSpec) -> NodeReport:
@@ -318,8 +322,8 @@ def describe(spec: NodeSpec) -> list[str]:
     lines.append("the checkpoint directory shared: a marker the launch writes there is read on the node")
     lines += [f"{role} endpoint {url} answers GET /models from the node" for role, url in spec.endpoints]
     lines += [f"{role} endpoint key {var} set on the node" for role, var in spec.keys]
-    return lines
+    return lines + describe_needs(spec.needs)
 
 
 __all__ = ["ANSWER_S", "checks", "cluster_checks", "cluster_reports", "compare", "describe", "endpoint_problems",
-           "node_report", "NodeReport", "NodeSpec", "on_cluster", "parquet_datasets", "run_env_vars", "spec_of"]
+           "node_report", "NodeReport", "NodeSpec", "parquet_datasets", "run_env_vars", "spec_of"]

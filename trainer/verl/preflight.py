@@ -481,6 +481,12 @@ def fully_async_checks(cfg: Any, have: int | None) -> list[Check]:
     return checks
 
 
+def on_cluster(cfg: Any, env: Mapping[str, str]) -> bool:
+    """Whether the run goes to a Ray cluster the launch did not start (the node checks apply):
+    `RAY_ADDRESS` set, or several nodes (the trainer's, or the fully-async rollout pool's)."""
+    return bool(env.get("RAY_ADDRESS")) or cfg_int(cfg, "trainer.nnodes") > 1 or cfg_int(cfg, "rollout.nnodes") > 1
+
+
 # the oldest Linux driver each CUDA major of torch's wheel runs on: 13.x needs the R580 branch (13.0
 # GA shipped with 580.65.06; minor-version compatibility covers 13.x from it), 12.x R525 (12.0 GA: 525.60.13)
 DRIVER_FOR_CUDA = {12: "525.60.13", 13: "580.65.06"}
@@ -555,6 +561,6 @@ def node_gpus(env: Mapping[str, str]) -> int | None:
     return sum(1 for line in r.stdout.splitlines() if line.startswith("GPU ")) if r.returncode == 0 else None
 
 
-__all__ = ["cfg_get", "cfg_int", "Check", "driver_at_least", "driver_check", "DRIVER_FOR_CUDA", "file_checks",
+__all__ = ["cfg_get", "cfg_int", "Check", "on_cluster", "driver_at_least", "driver_check", "DRIVER_FOR_CUDA", "file_checks",
            "fully_async_checks", "gpu_split", "input_paths", "key_variable", "LaunchError", "lora_check", "node_driver", "node_gpus", "openai_endpoints", "preflight",
            "render", "newest_complete", "resume_checks", "torch_cuda", "unset_names", "version_tuple"]

@@ -4,7 +4,7 @@ without a GPU, each result a preflight `Check` (trainer/verl/preflight.py).
     DRY_RUN=strict CONFIG=... scripts/run_train.sh         (where the gpu extra is installed)
     python -m trainer.verl.rehearsal [overrides...]       (CONFIG etc. as for the launch; --json)
 
-The launch runs it under `DRY_RUN=strict` when vLLM is importable (`uv sync --extra gpu`), in a
+The launch runs it under `DRY_RUN=strict` when vLLM is importable (the gpu extra: `bash scripts/setup_node.sh`), in a
 child process (it imports torch, transformers, verl's workers and vLLM); elsewhere it prints that
 the rehearsal was skipped and why. Its checks, for the config composed by launch.py's `plan`:
 
@@ -60,7 +60,7 @@ from trainer.verl.preflight import ROOT, Check, cfg_get, cfg_int, unset_names
 ATTN_KEY = "actor_rollout_ref.model.override_config.attn_implementation"
 VERL_DEFAULT_ATTN = "flash_attention_2"  # verl/workers/config/model.py, HFModelConfig.__post_init__
 ENGINE_KEY = "actor_rollout_ref.rollout.checkpoint_engine"
-GPU_EXTRA = "uv sync --extra gpu"
+GPU_EXTRA = "bash scripts/setup_node.sh"  # the gpu extra, its kernels built, on a GPU node
 DOC = "docs/training.md, 'Before the first cluster run'"
 NO_KERNEL = (f"or, where actor_rollout_ref.model.use_remove_padding=false and "
              f"ulysses_sequence_parallel_size=1, +{ATTN_KEY}=sdpa")

@@ -42,6 +42,7 @@ def test_the_actor_is_the_reference_family_and_two_steps_train_it(run):
 
     log = (run["work"] / "run.log").read_text()
     assert "Qwen3_5ForConditionalGeneration" in log and "Monkey patch Qwen3_5ForConditionalGeneration" in log
+    assert "    actor_rollout_ref.model.use_remove_padding=true \\" in log.splitlines()  # packed, as the reference
     assert sorted(run["first"]) == [1, 2]
     for step in (1, 2):
         assert "actor/pg_loss" in run["first"][step] and "timing_s/update_actor" in run["first"][step]

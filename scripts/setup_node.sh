@@ -73,7 +73,7 @@ fi
 export PATH="$env_dir/bin:${CUDA_HOME:-/usr/local/cuda}/bin:$PATH"
 
 step "4/6 causal-conv1d (compiled from its locked sdist)"
-if "$py" -c "import causal_conv1d_cuda" 2>/dev/null; then
+if "$py" -c "import torch, causal_conv1d_cuda" 2>/dev/null; then  # torch first: its libraries load the extension's
   echo "causal-conv1d: already built and importing"
 else
   t0=$(date +%s)
@@ -85,7 +85,7 @@ fi
 [[ ${STOP_AFTER:-} == causal-conv1d ]] && { echo "STOP_AFTER=causal-conv1d: stopped"; exit 0; }
 
 step "5/6 flash-attn (compiled from its locked sdist; archs ${FLASH_ATTN_CUDA_ARCHS:-80;90;100;120}, MAX_JOBS ${MAX_JOBS:-as flash-attn picks})"
-if "$py" -c "import flash_attn_2_cuda" 2>/dev/null; then
+if "$py" -c "import torch, flash_attn_2_cuda" 2>/dev/null; then
   echo "flash-attn: already built and importing"
 else
   t0=$(date +%s)

@@ -166,7 +166,7 @@ def need_problems(needs: Needs, env: Mapping[str, str] | None = None) -> tuple[l
             notes.append(f"wandb {mode} with a key")
         else:
             problems.append(f"tracker: trainer.logger has wandb, WANDB_MODE is {mode} here and no wandb key is here "
-                            "(verl's TaskRunner starts wandb on whichever node Ray places it): set WANDB_API_KEY in "
+                            "(verl's trainer process starts wandb on whichever node Ray places it): set WANDB_API_KEY in "
                             "this node's environment before its scripts/start_ray.sh, or run `wandb login` on it; "
                             "or launch with WANDB_MODE=offline (the launch gives it to every worker)")
     path = env.get("PATH", "")

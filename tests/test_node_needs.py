@@ -142,6 +142,8 @@ def test_a_save_is_sized_from_the_models_safetensors_headers(tmp_path):
     assert checkpoint_need(cfg)[1] == 10 * 64169 * 12 and "every save kept: 50 steps / save_freq 5" in checkpoint_need(cfg)[2]
     cfg.actor_rollout_ref.model.lora_rank = 8  # an adapter's optimizer state is next to nothing
     assert checkpoint_need(cfg)[1] == 10 * 64169 * 4
+    (model / "model-00002-of-00002.safetensors").write_bytes(b"\x05\x00")  # truncated: not sized, no crash
+    assert parameter_count(model) is None and checkpoint_need(cfg)[1] == 0
 
 
 def test_too_little_room_for_the_kept_checkpoints_is_refused_with_the_numbers(tmp_path):

@@ -95,15 +95,18 @@ def parameter_count(model_dir: Path) -> int | None:
         return None
     total = 0
     for f in files:
-        with f.open("rb") as fh:
-            (size,) = struct.unpack("<Q", fh.read(8))
-            header = json.loads(fh.read(size))
-        for name, t in header.items():
-            if name != "__metadata__":
-                n = 1
-                for d in t["shape"]:
-                    n *= d
-                total += n
+        try:
+            with f.open("rb") as fh:
+                (size,) = struct.unpack("<Q", fh.read(8))
+                header = json.loads(fh.read(min(size, 100_000_000)))
+            shapes = [t["shape"] for name, t in header.items() if name != "__metadata__"]
+        except (OSError, ValueError, struct.error, KeyError, TypeError, AttributeError):
+            return None  # not a safetensors file this can read: the save is not sized (and the load will say why)
+        for shape in shapes:
+            n = 1
+            for d in shape:
+                n *= d
+            total += n
     return total
 
 

@@ -16,7 +16,7 @@
 # configs run, which needs flash-attn built on the node (`uv sync --extra gpu`); or sdpa, PyTorch's
 # own attention on padded rows (use_remove_padding=false), which needs no compiled kernel: for a
 # node where flash-attn is not built yet. DRY_RUN=strict with the gpu extra rehearses either
-# (docs/training.md, "Before the first cluster run").
+# (docs/training-cluster.md, "Before the first cluster run").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${SMOKE_ATTN:=flash_attention_2}" in

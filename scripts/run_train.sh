@@ -27,9 +27,9 @@
 # extra is installed it also runs the rehearsal (trainer/verl/rehearsal.py). Empty, false,
 # 0 or no: a real launch (any failed check: FAIL lines, exit 1); another value: exit 2.
 # On a Ray cluster (RAY_ADDRESS set, or several nodes) every node is checked before verl starts:
-# patched verl as this node's, hooks, inputs, the shared checkpoint directory, endpoints (docs/training.md,
+# patched verl as this node's, hooks, inputs, the shared checkpoint directory, endpoints (docs/training-cluster.md,
 # "A multi-node launch"); a node that is not ready is named and nothing starts (exit 1).
-# -h / --help: this text. See docs/training.md.
+# -h / --help: this text. See docs/training-cluster.md.
 set -euo pipefail
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then
   awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"

@@ -6,7 +6,7 @@
 #
 # Left out: flash-attn and causal-conv1d, the gpu extra's two packages PyPI has as sources only.
 # They compile with nvcc against torch (hours on a few cores); on a GPU node `uv sync --extra gpu`
-# builds them (docs/training.md, "Before the first cluster run"), and the rehearsal here reports
+# builds them (docs/training-cluster.md, "Before the first cluster run"), and the rehearsal here reports
 # them as "needs a GPU-node build". Idempotent: rerun to repair.
 #
 #   bash scripts/setup_gpu_env.sh            # then: uv run pytest -m engine tests/test_rehearsal.py

@@ -30,7 +30,7 @@
 # flash-attn's build: past it the build stops, said as started and not finished, exit 3),
 # STOP_AFTER (prerequisites | causal-conv1d: stop after that step, exit 0).
 # Exit 0: the node is ready; 1: a step failed (its message says what to do); 2: bad variables.
-# -h / --help: this text. See docs/training.md, "Before the first cluster run".
+# -h / --help: this text. See docs/training-cluster.md, "Before the first cluster run".
 set -euo pipefail
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then
   awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"

@@ -143,7 +143,7 @@ SWITCH = ["trainer.v1.sampler.custom_sampler.path=pkg://trainer.verl.difficulty_
           "trainer.v1.sampler.custom_sampler.name=OnlineDifficultyReplayBuffer",
           "data.custom_cls.path=pkg://trainer.verl.difficulty_verl",
           "data.custom_cls.name=OnlineDifficultyDataset",
-          "data.dataloader_num_workers=0"]  # docs/training.md, "Online difficulty"
+          "data.dataloader_num_workers=0"]  # docs/training-verl.md, "Online difficulty"
 N_TASKS, BATCH = 12, 3
 
 

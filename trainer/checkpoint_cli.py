@@ -16,7 +16,7 @@ from trainer.verl import merge as mg
 from trainer.verl import lora_merge as lm
 
 checkpoint_app = typer.Typer(help="verl FSDP checkpoints: verify every rank's shards, merge a step into a "
-                                  "Hugging Face model. See docs/training.md (Checkpoints).",
+                                  "Hugging Face model. See docs/training-verl.md (Checkpoints).",
                              no_args_is_help=True)
 
 DirArg = Annotated[Path, typer.Argument(help="The checkpoint folder (trainer.default_local_dir), or one of its "

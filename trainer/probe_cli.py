@@ -99,7 +99,7 @@ def quickstart_command(
         "Then learn on this CPU: a golden warm start of a tiny Qwen3 on the laptop pool "
         "(data/samples/lists/laptop.yaml), its evaluation (also its probes and bands), --steps GRPO steps through "
         "scripts/run_train.sh (configs/laptop_grpo.yaml), the trained step's evaluation, tbt compare and tbt report "
-        "(OUT_DIR/train; docs/training.md, \"The whole loop on a laptop\")."))] = False,
+        "(OUT_DIR/train; docs/training-laptop.md, \"The whole loop on a laptop\")."))] = False,
     steps: Annotated[int, typer.Option("--steps", min=1, help="GRPO steps of --train.")] = TrainPlan.steps,
     k: Annotated[int, typer.Option("--k", min=2, help="Attempts per task in --train's evaluations.")] = TrainPlan.k,
     lr: Annotated[Optional[float], typer.Option("--lr", show_default=False, help=(
@@ -108,7 +108,7 @@ def quickstart_command(
         "With --train: GRPO trains a LoRA adapter (rank 8, alpha 16, every linear layer; merged into the weights the "
         "rollout plays at each sync) instead of every weight (OUT_DIR/train-lora). It starts from OUT_DIR/train's "
         "warm start and base evaluation where that run finished them, so the two compare on the same base "
-        "(docs/training.md, \"LoRA\")."))] = False,
+        "(docs/training-cpu-engines.md, \"LoRA\")."))] = False,
     control: Annotated[bool, typer.Option("--control", help=(
         "With --train: the permuted-reward control instead of GRPO (each step's rewards permuted across its "
         "episodes, adv_estimator grpo_permuted; OUT_DIR/train-control): the same run with the reward's link to what "

@@ -55,7 +55,7 @@ def warm_start_command(
     response ids, response mask: the records' `tokens`) is one example, trained with the loss only on
     the assistant's tokens, by transformers' Trainer on CPU. The checkpoint in OUTPUT loads as
     --policy hf:OUTPUT. --epochs, --keep-turns and --keep-tasks make a model that solves some tasks
-    some of the time (docs/training.md, "The golden warm start"). Play it with a user and a judge, as the
+    some of the time (docs/training-laptop.md, "The golden warm start"). Play it with a user and a judge, as the
     golden episodes were: tbt run data/samples --test-list data/samples/lists/toy.yaml --policy hf:warm,max_tokens=256
     --user scripted --judge synthetic -n 4 -o warm-runs.jsonl
 

@@ -1,5 +1,5 @@
 """The golden warm start: supervised fine-tuning on the tasks' golden trajectories, token for token
-as training renders them (`tbt warm-start`, docs/training.md "The golden warm start").
+as training renders them (`tbt warm-start`, docs/training-laptop.md "The golden warm start").
 
 A random tiny model fails every task, so every GRPO group has zero variance and nothing trains.
 The warm start gives it a policy that solves some tasks some of the time:

@@ -7,7 +7,7 @@ negative advantages set to 0: an update reinforces a group's passing episodes an
 failures alone (positive-sample reinforcement). The groups, the zero-variance filter, the loss
 and its aggregation are GRPO's; only the failures' push-down is gone.
 
-Why (docs/training.md, "What the tiny model taught us"): a tiny model warm-started on golden
+Why (docs/training-laptop.md, "What the tiny model taught us"): a tiny model warm-started on golden
 trajectories sits at a sharp optimum of those trajectories. A failed episode's tokens after its
 first wrong step are mostly noise, and pushing each of them down moves the shared weights in
 directions that, on average, cost the golden paths of every task; the passing episodes' signal,

@@ -476,7 +476,7 @@ def report_text(report: CheckpointReport) -> str:
     if good:
         latest = next((s for s in good if s.step == report.tracker), None)
         root = Path(report.root).resolve()
-        lines.append("resume (docs/training.md):")
+        lines.append("resume (docs/training-verl.md):")
         if latest is not None:
             lines.append(f"  trainer.resume_mode=auto trainer.default_local_dir={root}   "
                          f"# from global_step_{latest.step}, on {latest.world_size} rank(s)")

@@ -40,7 +40,7 @@ by verl and the log is a replayable record of every group. `data.dataloader_num_
 
 Settings: `data.online_difficulty.{dir, bands_csv, forget, discount, tilt, explore, seed}` (all
 optional; dir defaults to `<trainer.default_local_dir>/thinkingbox_difficulty`, bands_csv to the
-bands.csv beside the first train file). docs/training.md lists the overrides that turn it on.
+bands.csv beside the first train file). docs/training-verl.md lists the overrides that turn it on.
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ def check_switch(root: Any) -> None:
             "data.dataloader_num_workers": 0, "trainer.v1.trainer_mode": "sync"}
     wrong = [f"{k}={OmegaConf.select(root, k)!r} (needs {v!r})" for k, v in want.items() if OmegaConf.select(root, k) != v]
     if wrong:
-        raise DifficultyError("online difficulty: " + "; ".join(wrong) + " (docs/training.md, 'Online difficulty')")
+        raise DifficultyError("online difficulty: " + "; ".join(wrong) + " (docs/training-verl.md, 'Online difficulty')")
 
 
 class GroupLog:

@@ -51,7 +51,7 @@ class TrainPlan:
     overrides: tuple[str, ...] = ()
     # LoRA instead of every weight (0: full fine-tuning): the adapter's rank on every linear layer,
     # alpha twice the rank, merged into the weights the rollout plays at each sync
-    # (configs/cpu_smoke_lora.yaml's settings; docs/training.md, "LoRA")
+    # (configs/cpu_smoke_lora.yaml's settings; docs/training-cpu-engines.md, "LoRA")
     lora_rank: int = 0
 
     @property

@@ -35,7 +35,7 @@ d. Each compiled kernel the config names, imported: flash_attn (flash_attention_
    left_right_2_no_padding), unless VERL_USE_EXTERNAL_MODULES names trainer.verl.cpu.
 
 What only a GPU can show (NCCL itself, CUDA IPC weight transfer, memory at long context, vLLM at
-tensor parallel 4) is listed in docs/training.md, "Before the first cluster run".
+tensor parallel 4) is listed in docs/training-cluster.md, "Before the first cluster run".
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ ATTN_KEY = "actor_rollout_ref.model.override_config.attn_implementation"
 VERL_DEFAULT_ATTN = "flash_attention_2"  # verl/workers/config/model.py, HFModelConfig.__post_init__
 ENGINE_KEY = "actor_rollout_ref.rollout.checkpoint_engine"
 GPU_EXTRA = "bash scripts/setup_node.sh"  # the gpu extra, its kernels built, on a GPU node
-DOC = "docs/training.md, 'Before the first cluster run'"
+DOC = "docs/training-cluster.md, 'Before the first cluster run'"
 NO_KERNEL = (f"or, where actor_rollout_ref.model.use_remove_padding=false and "
              f"ulysses_sequence_parallel_size=1, +{ATTN_KEY}=sdpa")
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from trainer.verl.preflight import ROOT, cfg_get, cfg_int
+from trainer.verl.preflight import cfg_get, cfg_int, local_path
 from trainer.verl.tracker import WANDB_LOCAL, loggers, wandb_key_here
 
 GB = 1e9
@@ -53,7 +53,7 @@ def model_type(cfg: Any) -> str:
     from trainer.verl.rehearsal import stand_in_family
 
     path = str(cfg_get(cfg, "actor_rollout_ref.model.path", "") or "")
-    local = _local(path) if path else None
+    local = local_path(path) if path else None
     if local is not None and (local / "config.json").is_file():
         try:
             return str(json.loads((local / "config.json").read_text(encoding="utf-8")).get("model_type", ""))
@@ -122,7 +122,7 @@ def checkpoint_need(cfg: Any) -> tuple[str, int, str]:
     how_kept = (f"trainer.max_actor_ckpt_to_keep={keep}" if isinstance(keep, int) and keep > 0
                 else f"every save kept: {steps} steps / save_freq {save_freq}")
     path = str(cfg_get(cfg, "actor_rollout_ref.model.path", "") or "")
-    n = parameter_count(_local(path)) if path and _local(path).is_dir() else None
+    n = parameter_count(local_path(path)) if path and local_path(path).is_dir() else None
     if n is None or kept <= 0:
         return ckpt, 0, f"{path or 'the model'}: no safetensors here to size a save from"
     lora = cfg_int(cfg, "actor_rollout_ref.model.lora_rank") > 0
@@ -142,10 +142,6 @@ def needs_of(cfg: Any) -> Needs:
     return Needs(kernels=tuple(kernels_needed(cfg)), wandb="wandb" in loggers(cfg), tools=tuple(tools_needed(cfg)),
                  ckpt_dir=ckpt, ckpt_bytes=need, ckpt_why=why)
 
-
-def _local(path: str) -> Path:
-    p = Path(path).expanduser()
-    return p if p.is_absolute() else ROOT / p
 
 
 def need_problems(needs: Needs, env: Mapping[str, str] | None = None) -> tuple[list[str], list[str]]:

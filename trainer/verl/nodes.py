@@ -43,9 +43,8 @@ from typing import Any, Mapping, Sequence
 
 from trainer.verl.node_needs import Needs, need_problems, needs_of
 from trainer.verl.node_needs import describe as describe_needs
-from trainer.verl.preflight import Check, cfg_get, input_paths, openai_endpoints
+from trainer.verl.preflight import Check, cfg_get, input_paths, local_path, openai_endpoints
 
-ROOT = Path(__file__).resolve().parents[2]
 HOOKS_MODULE = "trainer.verl.hooks"
 HOOKS_MARK = "_thinkingbox_text_position_ids"  # hooks.MARK (not imported here: importing it installs the hook)
 AGENT_LOOP = "verl.experimental.agent_loop.agent_loop"
@@ -75,10 +74,6 @@ class NodeReport:
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what was checked and held
 
-
-def _local(path: str) -> Path:
-    p = Path(path).expanduser()
-    return p if p.is_absolute() else ROOT / p
 
 
 def verl_problems(report: NodeReport) -> None:
@@ -132,7 +127,7 @@ def hooks_problems(report: NodeReport) -> None:
 
 
 def path_problems(report: NodeReport, spec: NodeSpec) -> None:
-    missing = [f"{what}: {path} does not exist here" for what, path in spec.paths if not _local(path).exists()]
+    missing = [f"{what}: {path} does not exist here" for what, path in spec.paths if not local_path(path).exists()]
     report.problems += missing
     if spec.paths and not missing:
         report.notes.append(f"{len(spec.paths)} input paths")
@@ -223,8 +218,8 @@ def spec_of(cfg: Any, marker: str | None = None, token: str = "") -> NodeSpec:
     """What a composed verl config needs on every node (module docstring)."""
     paths = [(k, p) for k, p in input_paths(cfg)]
     for key, p in list(paths):
-        if key in ("data.train_files", "data.val_files") and p.endswith(".parquet") and _local(p).is_file():
-            paths += [(f"dataset named by {p}", d) for d in parquet_datasets(_local(p))]
+        if key in ("data.train_files", "data.val_files") and p.endswith(".parquet") and local_path(p).is_file():
+            paths += [(f"dataset named by {p}", d) for d in parquet_datasets(local_path(p))]
     found = openai_endpoints(cfg)
     return NodeSpec(paths=tuple(dict.fromkeys(paths)), marker=marker, token=token,
                     endpoints=tuple((role, url) for role, url, _ in found), keys=tuple((role, var) for role, _, var in found),

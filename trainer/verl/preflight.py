@@ -122,12 +122,12 @@ def input_paths(cfg: Any) -> list[tuple[str, str]]:
 def _is_hub_id(path: str) -> bool:
     """A model path that names a Hugging Face model (`org/name`), not a local directory: it is
     not absolute, not `./`, `../`, `~`, and nothing of that name exists here."""
-    if unset_names(path) or path.startswith(("/", "./", "../", "~")) or _local(path).exists():
+    if unset_names(path) or path.startswith(("/", "./", "../", "~")) or local_path(path).exists():
         return False
     return bool(_HUB_ID.match(path))
 
 
-def _local(path: str) -> Path:
+def local_path(path: str) -> Path:
     """A path as the launch reads it: relative paths from the repository root (its working directory)."""
     p = Path(path).expanduser()
     return p if p.is_absolute() else ROOT / p
@@ -138,7 +138,7 @@ def file_checks(cfg: Any, made_by: Sequence[str] = ()) -> list[Check]:
     the config's prepare: steps) it is made before the run and checked then."""
     checks = []
     for key, path in input_paths(cfg):
-        p = _local(path)
+        p = local_path(path)
         if any(str(p) == d or str(p).startswith(d.rstrip("/") + "/") for d in made_by):
             checks.append(Check(f"file exists: {key}", True, f"{path} (made by the config's prepare: step; checked after it)",
                                 skipped=True, site=True))
@@ -387,7 +387,7 @@ def resume_checks(cfg: Any, ckpt: str, world: int) -> list[Check]:
     if cfg_get(cfg, "trainer.resume_mode") != "auto":
         return []
     rule = "resume checkpoint verified (trainer.resume_mode=auto)"
-    root = _local(ckpt)
+    root = local_path(ckpt)
     if not (root / ck.TRACKER).is_file():
         return [Check(rule, True, f"no {root / ck.TRACKER}: the run starts at step 0")]
     step, problem = ck.read_tracker(root)
@@ -561,6 +561,6 @@ def node_gpus(env: Mapping[str, str]) -> int | None:
     return sum(1 for line in r.stdout.splitlines() if line.startswith("GPU ")) if r.returncode == 0 else None
 
 
-__all__ = ["cfg_get", "cfg_int", "Check", "on_cluster", "driver_at_least", "driver_check", "DRIVER_FOR_CUDA", "file_checks",
+__all__ = ["cfg_get", "cfg_int", "Check", "local_path", "on_cluster", "driver_at_least", "driver_check", "DRIVER_FOR_CUDA", "file_checks",
            "fully_async_checks", "gpu_split", "input_paths", "key_variable", "LaunchError", "lora_check", "node_driver", "node_gpus", "openai_endpoints", "preflight",
            "render", "newest_complete", "resume_checks", "torch_cuda", "unset_names", "version_tuple"]

@@ -68,3 +68,14 @@ def pytest_xdist_auto_num_workers(config):
     if (config.option.markexpr or "").strip() != "not engine":
         return 0
     return None
+
+
+@pytest.fixture(scope="session")
+def lora_smoke(tmp_path_factory) -> dict:
+    """The CPU LoRA smoke on verl's vLLM rollout (configs/cpu_smoke_lora.yaml: 2 steps, then a
+    second launch to step 3), run once for the engine tests that read it: tests/test_train_on_cpu.py
+    and tests/test_vllm_rollout_on_cpu.py."""
+    from test_train_on_cpu import run_lora_smoke
+
+    return run_lora_smoke(tmp_path_factory)
+

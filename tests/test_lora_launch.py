@@ -44,7 +44,7 @@ def check(config: str, *cli: str, **env: str):
     # delta_sharded: its steady syncs diff the unmerged module, merged or not
     (LORA, (f"{BACKEND}=delta_sharded",), ["delta_sharded", "non-LoRA base path only", f"{BACKEND}=nccl with {MERGE}=true"]),
     # an engine that takes no adapter: the project's CPU rollout, TensorRT-LLM
-    ("configs/cpu_smoke_lora.yaml", (NO_MERGE,), ["rollout hf_cpu loads full weights only", f"set {MERGE}=true"]),
+    ("configs/cpu_smoke.yaml", (M + "lora_rank=8", NO_MERGE), ["rollout hf_cpu loads full weights only", f"set {MERGE}=true"]),
     (LORA, (NO_MERGE, "actor_rollout_ref.rollout.name=trtllm"), ["rollout trtllm takes no adapter", f"set {MERGE}=true"]),
     # not the FSDP actor
     (LORA, ("actor_rollout_ref.actor.strategy=megatron",),
@@ -87,7 +87,8 @@ def test_a_lora_launch_whose_rollout_would_not_play_the_adapter_fails_naming_the
     (LORA, (), [M + "lora_rank=32", MERGE + "=true", BACKEND + "=naive", "rollout.name=vllm", "merged weights",
                 "through the naive sync"]),
     (REF_LORA, (), [M + "lora_rank=32", MERGE + "=true", "merged weights"]),
-    ("configs/cpu_smoke_lora.yaml", (), ["rollout.name=hf_cpu", "merged weights"]),
+    ("configs/cpu_smoke_lora.yaml", (), ["rollout.name=vllm", "merged weights"]),
+    ("configs/cpu_smoke.yaml", (M + "lora_rank=8", MERGE + "=true"), ["rollout.name=hf_cpu", "merged weights"]),
     # merged weights through a disaggregated sync: the fully-async trainer's nccl
     ("configs/reference_3x8_async.yaml", (M + "lora_rank=32", MERGE + "=true"), [BACKEND + "=nccl", "through the nccl sync"]),
     # the adapter alone, colocated, to an engine with LoRA: the base first when the engine starts without it
@@ -102,7 +103,7 @@ def test_a_lora_launch_whose_rollout_would_not_play_the_adapter_fails_naming_the
     (LORA, (M + "target_modules=null", M + "lora_adapter_path=/shared/adapter"), ["merged weights"]),
     # the Megatron key equal to the FSDP one: the same rank everywhere
     (LORA, (M + "lora.rank=32",), ["merged weights"]),
-], ids=["lora_single_node", "reference_3x8_lora", "cpu_smoke_lora", "async-merged", "vllm-adapter", "vllm-adapter-preloaded",
+], ids=["lora_single_node", "reference_3x8_lora", "cpu_smoke_lora", "hf_cpu-merged", "async-merged", "vllm-adapter", "vllm-adapter-preloaded",
         "sglang-adapter", "fsdp2", "adapter-path", "equal-ranks"])
 def test_a_lora_launch_whose_rollout_plays_the_adapter_says_which_sync_does(config, cli, said):
     c = check(config, *cli)

@@ -54,7 +54,7 @@ from typing import Callable
 import pytest
 
 from test_start_ray import end_session, session_pids
-from test_train_on_cpu import check_engine_follows_the_actor, smoke_work
+from test_train_on_cpu import check_agreement_table, check_engine_follows_the_actor, metrics, smoke_work
 from trainer.verl import checkpoint as ck
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -179,9 +179,13 @@ def runs(tmp_path_factory) -> dict:
 
 def test_after_each_sync_the_engine_scores_a_fixed_prompt_as_the_saved_actor(runs):
     """The uninterrupted full-parameter run: after step N's sync the engine's log-probs of the probe
-    equal step N's saved actor's (1e-4), and the weights moved between the syncs."""
+    equal step N's saved actor's (1e-4), and the weights moved between the syncs; every step's
+    agreement table (by turn and token kind, patch 0020) holds hf_cpu's float32 to the actor's."""
     by_step = check_engine_follows_the_actor(runs["probe"], runs["smoke"] / "model", runs["straight"], range(1, STEPS + 1))
     assert len({tuple(by_step[s]) for s in range(STEPS + 1)}) == STEPS + 1
+    # configs/cpu_smoke.yaml's 64-token window holds one turn (the vLLM smokes' holds several)
+    check_agreement_table(metrics(runs["straight"] / "metrics.jsonl"), range(1, STEPS + 1), max_tol=1e-4, mean_tol=1e-5,
+                          later_turns=False)
 
 
 def test_each_kill_landed_where_it_was_aimed(runs):

@@ -1,15 +1,17 @@
 """verl's own PPO/GRPO trainer runs real steps on CPU with our agent loop, the actor trained through
-a LoRA adapter (configs/cpu_smoke_lora.yaml: configs/cpu_smoke.yaml, trainer/verl/cpu/, with
-verl's LoRA on the actor): the launch a cluster uses (scripts/run_train.sh -> trainer.verl.launch ->
+a LoRA adapter and the rollout played by the cluster's engine (configs/cpu_smoke_lora.yaml:
+configs/cpu_smoke_vllm.yaml's vLLM CPU build as verl's rollout, trainer/verl/cpu/, verl's LoRA on the
+actor): the launch a cluster uses (scripts/run_train.sh -> trainer.verl.launch ->
 verl.trainer.main_ppo, patches applied), a local Ray, a random tiny Qwen3 built on the spot.
 
-The full-parameter smoke (configs/cpu_smoke.yaml) is played by tests/test_resume_on_cpu.py (its
-uninterrupted run, whose engine probe it checks after every sync, and its killed one); the reference
-family's by tests/test_train_qwen3_5_on_cpu.py, vLLM's by tests/test_vllm_rollout_on_cpu.py. This
-file's engine tests share one LoRA smoke (2 steps, then a second launch to step 3): ~5 minutes on 2
-cores, so they run when asked (`TBT_CPU_SMOKE=1`, which CI's engine step sets); `TBT_CPU_SMOKE_RUN=DIR`
-re-checks a finished run in DIR (DIR/checkpoints, DIR/smoke, DIR/probe.jsonl, DIR/metrics_first.jsonl,
-DIR/metrics_resume.jsonl) instead.
+The full-parameter smoke (configs/cpu_smoke.yaml, the hf_cpu engine) is played by
+tests/test_resume_on_cpu.py (its uninterrupted run, whose engine probe it checks after every sync,
+and its killed one); the reference family's by tests/test_train_qwen3_5_on_cpu.py. This file's
+engine tests and tests/test_vllm_rollout_on_cpu.py share one LoRA smoke (tests/conftest.py's
+`lora_smoke`: 2 steps, then a second launch to step 3), ~7 minutes on 2 cores, so they run when
+asked (`TBT_CPU_SMOKE=1`, which CI's engine step sets); `TBT_CPU_SMOKE_RUN=DIR` re-checks a
+finished run in DIR (DIR/checkpoints, DIR/smoke, DIR/probe.jsonl, DIR/run.log,
+DIR/metrics_first.jsonl, DIR/metrics_resume.jsonl) instead.
 
     TBT_CPU_SMOKE=1 uv run pytest -m engine tests/test_train_on_cpu.py     # the smoke and its checks
     uv run pytest tests/test_train_on_cpu.py               # the dry runs only (no engine)
@@ -23,6 +25,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from need import need_vllm
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.timeout(3600)  # the shared smoke is set up inside the first engine test (two launches)
@@ -112,9 +115,10 @@ def check_engine_follows_the_actor(probe_file: Path, model_dir: Path, ckpt: Path
     return by_step
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory) -> dict:
-    work, fresh = smoke_work(tmp_path_factory, "TBT_CPU_SMOKE_RUN", "the CPU LoRA training smoke (~5 min on 2 cores)")
+def run_lora_smoke(tmp_path_factory) -> dict:
+    """The LoRA smoke's two launches (or the finished run TBT_CPU_SMOKE_RUN names): what its tests read."""
+    work, fresh = smoke_work(tmp_path_factory, "TBT_CPU_SMOKE_RUN", "the CPU LoRA training smoke (~7 min on 2 cores)")
+    need_vllm()
     if fresh:
         assert smoke(work, config=LORA) == 0, (work / "run.log").read_text()[-6000:]
         (work / "metrics_first.jsonl").write_bytes((work / "checkpoints" / "metrics.jsonl").read_bytes())
@@ -122,7 +126,37 @@ def run(tmp_path_factory) -> dict:
             (work / "resume.log").read_text()[-6000:]
         (work / "metrics_resume.jsonl").write_bytes((work / "checkpoints" / "metrics.jsonl").read_bytes())
     return {"work": work, "ckpt": work / "checkpoints", "first": metrics(work / "metrics_first.jsonl"),
-            "resume": metrics(work / "metrics_resume.jsonl")}
+            "resume": metrics(work / "metrics_resume.jsonl"), "log": (work / "run.log").read_text()}
+
+
+def check_agreement_table(by_step: dict[int, dict], steps, *, max_tol: float, mean_tol: float,
+                          later_turns: bool = True) -> dict[str, float]:
+    """Every step logged the agreement table (trainer/verl/agreement.py, patch 0020): each model token
+    in exactly one kind (none unknown) and one turn group, every group within the tolerances, its
+    PPO-KL no larger than its mean |Δ log p|; with `later_turns`, some step measured a turn after
+    the first (a smoke whose training window holds one turn has none). Returns each group's largest
+    max over the steps."""
+    from trainer.verl.agreement import KINDS, PREFIX, TURN_GROUPS
+
+    worst: dict[str, float] = {}
+    for step in steps:
+        m = by_step[step]
+        tokens = {g: m.get(f"{PREFIX}/{g}/tokens", 0.0) for g in KINDS + TURN_GROUPS}
+        assert tokens["first"] > 0, (step, sorted(k for k in m if k.startswith(PREFIX)))
+        assert sum(tokens[g] for g in KINDS) == sum(tokens[g] for g in TURN_GROUPS), (step, tokens)
+        for g, n in tokens.items():
+            if not n:
+                continue
+            mean, mx, kl = (m[f"{PREFIX}/{g}/{k}"] for k in ("logp_abs_diff_mean", "logp_abs_diff_max", "ppo_kl"))
+            assert mean <= mean_tol and mx <= max_tol and abs(kl) <= mean + 1e-12, (step, g, mean, mx, kl)
+            worst[g] = max(worst.get(g, 0.0), mx)
+    assert bool(set(worst) - {"first", "turn_0"}) == later_turns, worst
+    return worst
+
+
+@pytest.fixture(scope="module")
+def run(lora_smoke) -> dict:
+    return lora_smoke
 
 
 @pytest.mark.engine
@@ -135,6 +169,7 @@ def test_two_steps_run_and_log_their_metrics(run):
                     "training/episode/score/mean", "training/episode/generated_tokens/mean"):
             assert key in m, (step, key, sorted(m))
         assert m["training/episode/generated_tokens/mean"] > 0  # the model generated them
+        assert "actor_rollout_ref.rollout.name=vllm" in run["log"] and "hf_cpu_server" not in run["log"]
         # the rollout's log-probs are the actor's (the adapter merged into the weights the engine plays)
         assert m["actor/rollout_actor/logp_abs_diff_max"] < 1e-4, m["actor/rollout_actor/logp_abs_diff_max"]
 
@@ -186,14 +221,16 @@ def test_only_the_adapter_trains_where_advantages_are_not_zero(run):
 
 @pytest.mark.engine
 def test_after_each_sync_the_engine_plays_the_adapter_the_actor_trained(run):
-    """The engine's log-probs of the probe after step N's sync equal step N's actor with its
-    adapter (base + adapter as PEFT computes it) within 1e-4, and differ from the base model's by
+    """vLLM's log-probs of the probe after step N's sync (trainer/verl/cpu/vllm_probe.py) equal step
+    N's actor with its adapter (base + adapter as PEFT computes it) within 1e-4, and differ from the base model's by
     far more: the rollout plays the policy being trained, not the base. Before any step (the
     startup sync, the adapter's B still zero) it plays the base; the resumed launch's first sync
     plays the restored step-2 adapter."""
     import torch
     from transformers import AutoModelForCausalLM
 
+    probes = engine_probes(run["work"] / "probe.jsonl")
+    assert probes and all(p.get("engine") == "vllm" and "error" not in p for p in probes), probes  # vLLM scored each
     by_step = check_engine_follows_the_actor(run["work"] / "probe.jsonl", run["work"] / "smoke" / "model", run["ckpt"],
                                              (1, 2, 3))
     base = probe_logprobs(AutoModelForCausalLM.from_pretrained(str(run["work"] / "smoke" / "model"),
@@ -201,7 +238,6 @@ def test_after_each_sync_the_engine_plays_the_adapter_the_actor_trained(run):
     assert by_step[0] == pytest.approx(base, abs=1e-4)
     for step in (1, 2, 3):
         assert max(abs(a - b) for a, b in zip(by_step[step], base)) > 1e-2, step  # 100x the tolerance
-    probes = engine_probes(run["work"] / "probe.jsonl")
     resumed = [p for p in probes if p["sync"] == 1][-1]  # the second launch's first sync
     assert resumed["global_steps"] == 2 and resumed["logprobs"] == by_step[2]
     assert by_step[1] != by_step[2] != by_step[3]  # the adapter moved between the syncs

@@ -142,6 +142,19 @@ def test_one_sample_through_the_agent_loop_and_verls_postprocessing():
     assert float(batch.batch["rm_scores"].sum()) == 1.0
     assert batch.non_tensor_batch["score"].tolist() == [1.0]
     assert batch.non_tensor_batch["end_reason"].tolist() == ["done"]
+    # what each generation followed, as the conversation has it (the prompt, then the role of the
+    # message before each later assistant turn), reaches verl's batch, and the agreement table
+    # reads it against the padded mask
+    msgs = [m for m in rec["messages"] if m["role"] != "system" and not m.get("direct")]
+    follows = [msgs[i - 1]["role"] for i, m in enumerate(msgs) if m["role"] == "assistant" and i > 1]
+    assert rec["tokens"]["turn_kinds"] == ["first", *follows] and follows.count("tool") == 3 and "user" in follows
+    assert batch.non_tensor_batch["turn_kinds"].tolist() == [",".join(rec["tokens"]["turn_kinds"])]
+    from trainer.verl.agreement import KINDS, PREFIX, agreement_table
+
+    lp = batch.batch["rollout_log_probs"]
+    table = agreement_table(lp, lp + 0.25, batch.batch["response_mask"], batch.non_tensor_batch["turn_kinds"].tolist())
+    assert sum(table[f"{PREFIX}/{k}/tokens"] for k in KINDS if f"{PREFIX}/{k}/tokens" in table) == sum(out.response_mask)
+    assert table[f"{PREFIX}/tool/ppo_kl"] == pytest.approx(-0.25) and table[f"{PREFIX}/turn_3_on/tokens"] > 0
 
 
 def verl_batch(outs: list) -> Any:

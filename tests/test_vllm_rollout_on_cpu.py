@@ -1,15 +1,18 @@
 """The cluster's rollout engine on this machine: verl's own vLLM replica, server, server manager and
-weight sync, run by vLLM's CPU build (the `cpu` extra), play the CPU smoke
-(configs/cpu_smoke_vllm.yaml: scripts/run_train.sh, 2 steps, ~4 min on 2 cores). Then one vLLM
-OpenAI server on the merged step-2 checkpoint (~1 min to start) serves three checks: its
-log-probs against hf_cpu's on the same prompt, ids and weights; `tbt serve-proxy` in front of it
-(vLLM accepts the proxy's request as sent, tokenizes the prompt the proxy rendered into exactly
-the ids training would feed, returns the generated ids with the text, and the proxy's parity
-record passes the gate on both reading paths); and the whole train -> merge -> serve -> evaluate
-path, `tbt run` through the proxy.
+weight sync, run by vLLM's CPU build (the `cpu` extra), play the CPU LoRA smoke
+(configs/cpu_smoke_lora.yaml on configs/cpu_smoke_vllm.yaml: scripts/run_train.sh, 2 steps and a
+resumed third; tests/conftest.py's `lora_smoke`, shared with tests/test_train_on_cpu.py, which
+checks the adapter). Here: every episode played by vLLM, and the rollout-actor agreement of every
+step, overall and by turn and token kind (trainer/verl/agreement.py). Then one vLLM OpenAI server
+on the merged step-2 checkpoint (~1 min to start) serves three checks: its log-probs against
+hf_cpu's on the same prompt, ids and weights; `tbt serve-proxy` in front of it (vLLM accepts the
+proxy's request as sent, tokenizes the prompt the proxy rendered into exactly the ids training
+would feed, returns the generated ids with the text, and the proxy's parity record passes the gate
+on both reading paths); and the whole train -> merge -> serve -> evaluate path, `tbt run` through
+the proxy.
 
     TBT_CPU_SMOKE=1 uv run pytest -m engine tests/test_vllm_rollout_on_cpu.py
-    TBT_VLLM_SMOKE_RUN=DIR ...   re-checks a finished run in DIR (DIR/checkpoints, DIR/run.log)
+    TBT_CPU_SMOKE_RUN=DIR ...   re-checks a finished run in DIR (as tests/test_train_on_cpu.py)
 
 Skipped where vLLM is not installed (`uv sync --extra cpu`), except where TBT_REQUIRE_VLLM is set (CI).
 """
@@ -29,10 +32,9 @@ import httpx
 import pytest
 
 from test_serve_proxy import SYSTEMS, TOOLS, Proxy, free_port
-from test_train_on_cpu import ENV, metrics, smoke, smoke_work
+from test_train_on_cpu import ENV, check_agreement_table
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIG = "configs/cpu_smoke_vllm.yaml"
 HAVE_VLLM = importlib.util.find_spec("vllm") is not None
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(3600),
               pytest.mark.skipif(not HAVE_VLLM and not os.environ.get("TBT_REQUIRE_VLLM"),
@@ -43,13 +45,8 @@ LOGP_TOL = 1e-4
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory) -> dict:
-    assert HAVE_VLLM, "vLLM is not installed: uv sync --extra cpu"
-    work, fresh = smoke_work(tmp_path_factory, "TBT_VLLM_SMOKE_RUN", "the vLLM CPU smoke (~5 min on 2 cores)")
-    if fresh:
-        assert smoke(work, config=CONFIG) == 0, (work / "run.log").read_text()[-6000:]
-    return {"work": work, "ckpt": work / "checkpoints", "log": (work / "run.log").read_text(),
-            "metrics": metrics(work / "checkpoints" / "metrics.jsonl")}
+def run(lora_smoke) -> dict:
+    return {**lora_smoke, "metrics": lora_smoke["first"]}
 
 
 def records(path: Path) -> list[dict]:
@@ -82,6 +79,8 @@ def test_after_each_weight_sync_vllm_scores_the_rollout_as_the_actor(run):
         assert m["actor/rollout_actor/logp_abs_diff_mean"] < LOGP_TOL / 10, (step, m["actor/rollout_actor/logp_abs_diff_mean"])
         assert m["actor/rollout_actor/logp_abs_diff_max"] < LOGP_TOL, (step, m["actor/rollout_actor/logp_abs_diff_max"])
         assert m["rollout_corr/rollout_is_mean"] == pytest.approx(1.0, abs=1e-3)
+    # the same, by turn and by what the turn follows (patch 0020): no group hides a larger gap
+    check_agreement_table(run["metrics"], (1, 2), max_tol=LOGP_TOL, mean_tol=LOGP_TOL / 10)
 
 
 @pytest.fixture(scope="module")

@@ -245,6 +245,11 @@ class TokenTrajectory:
     prompt_ids: list[int] = field(default_factory=list)
     response_ids: list[int] = field(default_factory=list)
     response_mask: list[int] = field(default_factory=list)
+    # what each generation (each run of mask-1 ids) follows: "first" (the prompt), "tool" (tool
+    # results), "user" (a user reply), by the role of the last message added before it, or "self"
+    # (the model's own previous turn, re-prompted with nothing added: an empty turn)
+    turn_kinds: list[str] = field(default_factory=list)
+    after: str = "first"
 
     @classmethod
     def start(cls, tokenizer: Any, messages: Sequence[Mapping[str, Any]], *, family: Family,
@@ -259,6 +264,8 @@ class TokenTrajectory:
 
     def add_generated(self, ids: Iterable[int]) -> None:
         ids = list(ids)
+        if ids and (not self.response_mask or self.response_mask[-1] == 0):  # a new run of the model's ids
+            self.turn_kinds.append(self.after)
         self.response_ids += ids
         self.response_mask += [1] * len(ids)
 
@@ -272,6 +279,7 @@ class TokenTrajectory:
         delta += self.tokenizer.encode(text, add_special_tokens=False)
         self.response_ids += delta
         self.response_mask += [0] * len(delta)
+        self.after = ("tool" if messages[-1].get("role") == "tool" else "user") if messages else "self"
         return delta
 
 

@@ -32,7 +32,9 @@ Version 1 fields (`EpisodeRecord`; every field is written, absent values are nul
                   "weight_versions" (verl's agent loop: the [first, last] weight version, verl's
                   `global_steps`, each generation call came from, in order; two differ where a
                   weight sync cut the turn and it resumed on the new weights; null where the
-                  server stamps none)}; the
+                  server stamps none), "turn_kinds" (one per run of the model's ids, what it
+                  follows: "first" (the prompt), "tool" (tool results), "user" (a user reply) or "self"
+                  (the model's own empty turn, re-prompted))}; the
                   OpenAI path keeps {"prompt_ids", "response_ids"} per turn in `turns` when the
                   server returns them
     tool_calls    [{"name", "arguments", "result", "problem"?, "seconds"}] in call order
@@ -91,11 +93,13 @@ class TokenTrace:
     response_mask: list[int]  # 1: the model's, 0: added by the loop
     logprobs: list[float | None]  # one per response id; None where not the model's
     weight_versions: list[Any] | None = None  # verl's agent loop: [first, last] weight version per generation call
+    turn_kinds: list[str] | None = None  # per run of mask-1 ids, what it follows: "first", "tool", "user", "self"
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
-        if d["weight_versions"] is None:  # written only where the loop stamps them
-            del d["weight_versions"]
+        for key in ("weight_versions", "turn_kinds"):  # written only where the loop records them
+            if d[key] is None:
+                del d[key]
         return d
 
 

@@ -472,7 +472,7 @@ def _finish(rec: EpisodeRecord, loop: _Loop | None) -> None:
     if loop.traj is not None:
         t = loop.traj
         rec.tokens = TokenTrace(prompt_ids=t.prompt_ids, response_ids=t.response_ids, response_mask=t.response_mask,
-                                logprobs=loop.logprobs)
+                                logprobs=loop.logprobs, turn_kinds=list(t.turn_kinds))
 
 
 def _failed(rec: EpisodeRecord, cause: str, loop: _Loop | None, t_start: float, explanation: str = "") -> EpisodeRecord:

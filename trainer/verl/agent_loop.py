@@ -14,7 +14,9 @@ and returns what verl trains on:
     reward_score        the verdict's reward (the task's checks on the terminal database state)
     extra_fields        `reward_extra_info` {score, passed, end_reason, system_error_reruns, ...}
                         (DAPO filtering reads `score`: set algorithm.filter_groups.metric=score),
-                        `tb_record`: the episode record, and `min_global_steps` /
+                        `tb_record`: the episode record, `turn_kinds`: what each run of
+                        the model's ids follows, comma-joined ("first,tool,user": the
+                        agreement table's token kinds, trainer/verl/agreement.py), and `min_global_steps` /
                         `max_global_steps`: the weight versions its tokens came from (the
                         record's `tokens.weight_versions`: [first, last] of each generation)
     num_turns, metrics  chat turns; model / tool / grading seconds
@@ -183,6 +185,7 @@ def to_output(rec: EpisodeRecord, *, response_length: int, prompt_length: int | 
     return AgentLoopOutput(prompt_ids=prompt, response_ids=ids, response_mask=mask, response_logprobs=lps,
                            reward_score=reward, num_turns=turns, metrics=metrics,
                            extra_fields={"reward_extra_info": info, "tb_record": rec.to_dict(),
+                                         "turn_kinds": ",".join(tokens.turn_kinds or ()),
                                          **(versions or PolicyVersions()).fields(max(step - 1, 0))})
 
 

@@ -57,13 +57,14 @@ QWEN3_5_TEMPLATE = Path(__file__).resolve().parent / "qwen3_5_chat_template.jinj
 
 
 def build_tiny_qwen3_5(out: Path, *, hidden: int = 64, layers: int = 4, seed: int = 0,
-                       max_position_embeddings: int = 32768) -> Path:
+                       max_position_embeddings: int = 32768, linear_head_dim: int = 64) -> Path:
     """Write a tiny `Qwen3_5ForConditionalGeneration` to `out` (an existing one is kept), return `out`.
 
     Text model: `hidden` wide, `layers` deep with a full-attention layer every 4th (the 27B's
     interval), 2 attention heads of head_dim 64 and one KV head, rotary on a quarter of each head
     (interleaved multimodal sections 2/3/3 of its 8 frequency pairs), linear attention of 2 key and
-    2 value heads of 32, convolution kernel 4, MLP 2 x hidden, untied LM head; vision tower: one
+    2 value heads of `linear_head_dim` (64: vLLM's CPU Gated-DeltaNet kernels take head dims 64 and
+    128 only, "Unexpected head dim size, 32"), convolution kernel 4, MLP 2 x hidden, untied LM head; vision tower: one
     block 32 wide, patch 16, merge 2, projected to `hidden`. Token ids of the vision markers are the
     Qwen3 tokenizer's own. eos `<|im_end|>` (and `<|endoftext|>` in the generation config), pad
     `<|endoftext|>`; family `xml` (Qwen3.5+ tool calls), saved as `chat_template.jinja`."""
@@ -79,7 +80,7 @@ def build_tiny_qwen3_5(out: Path, *, hidden: int = 64, layers: int = 4, seed: in
     eos = [tid("<|im_end|>"), tid("<|endoftext|>")]
     text = dict(vocab_size=len(tok), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
                 num_attention_heads=2, num_key_value_heads=1, head_dim=64, max_position_embeddings=max_position_embeddings,
-                linear_conv_kernel_dim=4, linear_key_head_dim=32, linear_value_head_dim=32,
+                linear_conv_kernel_dim=4, linear_key_head_dim=linear_head_dim, linear_value_head_dim=linear_head_dim,
                 linear_num_key_heads=2, linear_num_value_heads=2, full_attention_interval=4,
                 rope_parameters={"rope_type": "default", "rope_theta": 10_000_000.0, "partial_rotary_factor": 0.25,
                                  "mrope_section": [2, 3, 3], "mrope_interleaved": True},

@@ -11,6 +11,9 @@ land would not be read. Here every 2-D linear weight stays a parameter and is mu
 (convolutions, expert weights) keep vLLM's own dispatch. Only on vLLM's CPU platform; elsewhere
 nothing changes. vLLM loads the plugin in every process it starts (engine core and workers);
 `VLLM_PLUGINS` may name the plugins to load.
+
+Where `TBT_CPU_PROBE_FILE` is set, it also puts the engine probe after each weight sync in force
+in verl's vLLM server (trainer/verl/cpu/vllm_probe.py), on any platform.
 """
 
 from __future__ import annotations
@@ -19,8 +22,10 @@ NAME = "thinkingbox-cpu-weights"
 
 
 def register() -> None:
+    from trainer.verl.cpu import vllm_probe
     from vllm.platforms import current_platform
 
+    vllm_probe.install()
     if not current_platform.is_cpu():
         return
     import torch

@@ -34,7 +34,10 @@ Then `needed.tasks`, the tasks the verdict names when a change is not distinguis
 at the spread of the per-task changes): at the count it gives for a scenario's true change and
 spread (the population's, from 400,000 tasks), the share of comparisons called (nominal 0.80).
 
-The last line with --json: {"SCENARIO/T/paired|unpaired": coverage of the sign-flip interval}.
+"warned": the share of comparisons whose verdict carries a `coverage_warning` (few tasks, the change
+carried by few of them: metrics.coverage_warning); "cover unwarned": the coverage of the others.
+
+The last line with --json: {"SCENARIO/T/paired|unpaired": {"cover", "warned", "cover_unwarned"}}.
 """
 
 from __future__ import annotations
@@ -117,7 +120,7 @@ def simulate(scenario: str, tasks: int, paired: bool, *, reps: int, seed: int = 
     rng = np.random.default_rng([seed, tasks, int(paired), sum(map(ord, scenario))])
     boot = np.random.default_rng([seed, tasks, int(paired), sum(map(ord, scenario)), 1])  # the bootstrap's own draws
     n = {"cover": 0, "cover_these": 0, "called": 0, "t_cover": 0, "t_called": 0, "boot_cover": 0, "old_cover_these": 0,
-         "old_called": 0, "width": 0.0}
+         "old_called": 0, "width": 0.0, "warned": 0, "cover_unwarned": 0}
     for i in range(reps):
         p = base(rng, tasks)
         q = change(rng, p)
@@ -130,6 +133,9 @@ def simulate(scenario: str, tasks: int, paired: bool, *, reps: int, seed: int = 
         lo, hi = res["delta_interval"]
         eps = 1e-12
         n["cover"] += lo - eps <= tr <= hi + eps
+        warned = res["coverage_warning"] is not None
+        n["warned"] += warned
+        n["cover_unwarned"] += (not warned) and lo - eps <= tr <= hi + eps
         n["cover_these"] += lo - eps <= these <= hi + eps
         n["called"] += bool(res["distinguishable"])
         n["width"] += hi - lo
@@ -146,6 +152,8 @@ def simulate(scenario: str, tasks: int, paired: bool, *, reps: int, seed: int = 
         n["old_called"] += called
         n["old_cover_these"] += abs(delta - these) <= 1.959964 * se + eps
     out: dict[str, Any] = {k: v / reps for k, v in n.items()}
+    unwarned = reps - n["warned"]
+    out["cover_unwarned"] = n["cover_unwarned"] / unwarned if unwarned else None  # of the comparisons not warned about
     out.update(scenario=scenario, tasks=tasks, paired=paired, reps=reps, truth=tr)
     return out
 
@@ -171,17 +179,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     rows, summary = [], {}
-    head = ("scenario", "truth", "T", "pairing", "cover", "cover these", "called", "width", "t cover", "t called",
-            "boot cover", "old called", "old cover these")
+    head = ("scenario", "truth", "T", "pairing", "cover", "warned", "cover unwarned", "cover these", "called", "width",
+            "t cover", "t called", "boot cover", "old called", "old cover these")
     for sc in a.scenarios.split(","):
         for tasks in (8, 50):
             for paired in (True, False):
                 r = simulate(sc, tasks, paired, reps=a.reps, seed=a.seed, flips=a.flips)
                 rows.append((sc, f"{r['truth'] * 100:+.2f}", str(tasks), "seed" if paired else "task",
-                             f"{r['cover']:.3f}", f"{r['cover_these']:.3f}", f"{r['called']:.3f}",
+                             f"{r['cover']:.3f}", f"{r['warned']:.3f}",
+                             "—" if r["cover_unwarned"] is None else f"{r['cover_unwarned']:.3f}",
+                             f"{r['cover_these']:.3f}", f"{r['called']:.3f}",
                              f"{r['width'] * 100:.1f}", f"{r['t_cover']:.3f}", f"{r['t_called']:.3f}",
                              f"{r['boot_cover']:.3f}", f"{r['old_called']:.3f}", f"{r['old_cover_these']:.3f}"))
-                summary[f"{sc}/{tasks}/{'paired' if paired else 'unpaired'}"] = round(r["cover"], 4)
+                summary[f"{sc}/{tasks}/{'paired' if paired else 'unpaired'}"] = {
+                    "cover": round(r["cover"], 4), "warned": round(r["warned"], 4),
+                    "cover_unwarned": None if r["cover_unwarned"] is None else round(r["cover_unwarned"], 4)}
                 print("  ".join(rows[-1]), file=sys.stderr, flush=True)
     widths = [max(len(x) for x in col) for col in zip(head, *rows)]
     print(f"{a.reps} comparisons per row, 8 attempts per task, 95% level; the verdict's sign-flip interval "

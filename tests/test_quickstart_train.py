@@ -52,7 +52,7 @@ def test_the_summary_carries_compares_one_verdict():
     ch = cmp["change"]
     assert s == {"base_pass_at_1": 28 / 60, "trained_pass_at_1": 37 / 60, "delta": ch["delta"],
                  "delta_interval": ch["delta_interval"], "distinguishable": ch["distinguishable"],
-                 "method": "sign-flip", "pairing": "task", "tasks": 12}
+                 "method": "sign-flip", "pairing": "task", "tasks": 12, "coverage_warning": ch["coverage_warning"]}
     lo, hi = s["delta_interval"]
     assert s["distinguishable"] is False and lo <= 0 <= hi  # one verdict: the interval and the call agree
 

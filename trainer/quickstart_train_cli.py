@@ -192,12 +192,14 @@ def update_cost(steps: Sequence[tuple[int, Mapping[str, Any]]], last: Path) -> d
 def verdict(cmp: Mapping[str, Any]) -> dict[str, Any]:
     """What the summary takes from `tbt compare --json`: pass@1 of both runs (Table 1) and compare's
     one verdict on the change (`change`: trainer/eval/compare.py), `delta`, `delta_interval`,
-    `distinguishable`, the `method` and the `pairing` of the attempts, over `tasks` tasks."""
+    `distinguishable`, the `method` and the `pairing` of the attempts, over `tasks` tasks, and its
+    `coverage_warning` (why the interval may cover less often than its level at few tasks, or None)."""
     pass1 = next(r for r in cmp["table1"] if r["metric"].startswith("pass@1"))
     ch = cmp["change"]
     return {"base_pass_at_1": pass1["base"]["share"], "trained_pass_at_1": pass1["candidate"]["share"],
             "delta": ch["delta"], "delta_interval": ch["delta_interval"], "distinguishable": ch["distinguishable"],
-            "method": ch["method"], "pairing": ch["pairing"], "tasks": ch["tasks"]}
+            "method": ch["method"], "pairing": ch["pairing"], "tasks": ch["tasks"],
+            "coverage_warning": ch.get("coverage_warning")}
 
 
 __all__ = ["StageError", "TrainPlan", "eval_command", "shown", "tbt", "train_loop", "update_cost", "verdict"]

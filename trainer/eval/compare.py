@@ -374,8 +374,9 @@ def change_line(what: str, x: Mapping[str, Any]) -> str:
             + ("" if x["exact"] else f", {x['flips']:,} random sign patterns")
             + (f"; p ≤ {x['p']:.3g}" if x["p"] * x["flips"] < 1.5 else f"; p = {x['p']:.3g}"))
     head = (f"{what} {d}, {_level(x)} interval {_signed(lo * 100, '.2f')} to {_signed(hi * 100, '.2f')} pt ({test})")
+    warn = f" [coverage warning: {x['coverage_warning']}]" if x.get("coverage_warning") else ""
     if x["distinguishable"]:
-        return f"{head}: distinguishable from no change"
+        return f"{head}: distinguishable from no change{warn}"
     more = ""
     least = 2 / x["flips"] if x["exact"] else 0.0
     if least >= 1 - x["level"]:
@@ -388,7 +389,7 @@ def change_line(what: str, x: Mapping[str, Any]) -> str:
             what_would += (f" or {'at least ' if nd['attempts_lower_bound'] else ''}{nd['attempts_per_task']:,} "
                            "attempts per task on these")
         more += f"; {what_would} would detect a change this size ({nd['power']:.0%} power)"
-    return f"{head}: NOT distinguishable from no change{more}"
+    return f"{head}: NOT distinguishable from no change{more}{warn}"
 
 
 def change_mark(x: Mapping[str, Any] | None) -> str:
@@ -399,7 +400,7 @@ def change_mark(x: Mapping[str, Any] | None) -> str:
     if x["distinguishable"] is None:
         return f"— ({x['tasks']} task)"
     if x["distinguishable"]:
-        return "distinguishable"
+        return "distinguishable" + (" (coverage warning)" if x.get("coverage_warning") else "")
     if abs(x["delta"]) < 1e-12:
         return "no change"
     return "NOT distinguishable" + (f" (~{x['needed']['tasks']:,} tasks)" if x.get("needed") else "")

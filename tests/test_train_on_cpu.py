@@ -8,7 +8,7 @@ The full-parameter smoke (configs/cpu_smoke.yaml, the hf_cpu engine) is played b
 tests/test_resume_on_cpu.py (its uninterrupted run, whose engine probe it checks after every sync,
 and its killed one); the reference family's by tests/test_train_qwen3_5_on_cpu.py. This file's
 engine tests and tests/test_vllm_rollout_on_cpu.py share one LoRA smoke (tests/conftest.py's
-`lora_smoke`: 2 steps, then a second launch to step 3), ~7 minutes on 2 cores, so they run when
+`lora_smoke`: 2 steps, then a second launch to step 3), ~10 minutes on 2 cores, so they run when
 asked (`TBT_CPU_SMOKE=1`, which CI's engine step sets); `TBT_CPU_SMOKE_RUN=DIR` re-checks a
 finished run in DIR (DIR/checkpoints, DIR/smoke, DIR/probe.jsonl, DIR/run.log,
 DIR/metrics_first.jsonl, DIR/metrics_resume.jsonl) instead.

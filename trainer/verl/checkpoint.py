@@ -1,4 +1,4 @@
-"""verl FSDP checkpoints: verify the layout, merge a step into a Hugging Face model, check the result.
+"""verl FSDP checkpoints: the layout verl writes, and verifying a step against it (merging a step is trainer/verl/merge.py's).
 
 The layout verl 0.9.0 writes (`RayPPOTrainer._save_checkpoint` and
 `FSDPCheckpointManager.save_checkpoint`), under `trainer.default_local_dir`:

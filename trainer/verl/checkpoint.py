@@ -1,4 +1,4 @@
-"""verl FSDP checkpoints: the layout verl writes, and verifying a step against it (merging a step is trainer/verl/merge.py's).
+"""verl FSDP checkpoints: the layout verl writes and a step verified against it (merging: merge.py).
 
 The layout verl 0.9.0 writes (`RayPPOTrainer._save_checkpoint` and
 `FSDPCheckpointManager.save_checkpoint`), under `trainer.default_local_dir`:

@@ -244,7 +244,7 @@ def task_changes(base: Sequence[Tally], cand: Sequence[Tally]) -> list[float]:
 def t_interval(d: Sequence[float], level: float = LEVEL) -> dict[str, Any] | None:
     """The one-sample t-interval of the mean of d (T ≥ 2 values): mean ± t_{(1+level)/2, T−1} · s/√T,
     s the sample standard deviation; `p` the two-sided t-test of mean 0. Not `tbt compare`'s
-    verdict (that is `sign_flip_interval`: docs/evaluation.md says why); bench/compare_coverage.py
+    verdict (that is `sign_flip_interval`: docs/evaluation-compare.md says why); bench/compare_coverage.py
     sets the two side by side."""
     if len(d) < 2:
         return None
@@ -373,7 +373,7 @@ def coverage_warning(d: Sequence[float]) -> str | None:
     scenario (`few` at 8 tasks with shared seeds: 97% warned, the rest 100%), at the price of
     warning on 40-45% of the comparisons at 8 tasks with shared seeds where the interval holds
     anyway (`spread`, `mixed`), on every comparison of an unchanged policy with shared seeds (no
-    task moves) and on at most 3% at 16 tasks outside `few` (docs/evaluation.md has the table)."""
+    task moves) and on at most 3% at 16 tasks outside `few` (docs/evaluation-compare.md has the table)."""
     x = np.abs(np.asarray(d, dtype=float))
     T = len(x)
     if T < 2 or T >= FEW_TASKS:
